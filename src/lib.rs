@@ -1,0 +1,15 @@
+//! deerflow: a command-line agent harness for scripted pipelines.
+//!
+//! Data flows one way: flags + config → a run spec → the lead agent loop → tools (and the
+//! task tool → the scheduler → sub-agent loops) → events → one sink → an exit code.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod events;
+pub mod model;
+pub mod outcome;
+pub mod subagent;
+pub mod tools;
+pub mod usage;
+pub mod workspace;

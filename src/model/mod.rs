@@ -1,0 +1,203 @@
+//! The `ChatModel` trait and the provider-neutral message types every provider maps to.
+//!
+//! Providers stream internally (SSE) but hand the agent loop one assembled
+//! [`ModelResponse`] per call: events are per response, not per token.
+
+pub mod anthropic;
+pub mod openai;
+pub mod replay;
+pub mod retry;
+pub mod sse;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One message of a conversation, provider-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    User(String),
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        content: String,
+    },
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments; `{}` when the model sent none.
+    pub arguments: Value,
+    /// The raw argument text when it was not valid JSON (the tool then answers with an error
+    /// instead of running, and the raw text is what goes back to the provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_arguments: Option<String>,
+}
+
+impl ToolCall {
+    /// Builds a call from the argument text a provider streamed.
+    pub fn from_raw(id: String, name: String, raw: &str) -> Self {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Self { id, name, arguments: Value::Object(Default::default()), invalid_arguments: None };
+        }
+        match serde_json::from_str::<Value>(trimmed) {
+            Ok(v @ Value::Object(_)) => Self { id, name, arguments: v, invalid_arguments: None },
+            _ => Self {
+                id,
+                name,
+                arguments: Value::Object(Default::default()),
+                invalid_arguments: Some(raw.to_string()),
+            },
+        }
+    }
+
+    /// The argument text to send back to a provider in the transcript.
+    pub fn arguments_text(&self) -> String {
+        match &self.invalid_arguments {
+            Some(raw) => raw.clone(),
+            None => self.arguments.to_string(),
+        }
+    }
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the parameters object.
+    pub parameters: Value,
+}
+
+/// Token usage of one model response, as the provider reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Every prompt token, cached ones included.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// The cached part of `input_tokens`, when the provider says.
+    pub cache_read_tokens: Option<u64>,
+}
+
+/// One assembled model response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// `None` when the provider reported no usage.
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+}
+
+/// Which agent makes a call; replay cassettes script per agent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AgentId {
+    Lead,
+    /// A sub-agent, keyed by its task description (and its unique task id).
+    Task { description: String, task_id: String },
+}
+
+impl std::fmt::Display for AgentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentId::Lead => write!(f, "lead"),
+            AgentId::Task { description, .. } => write!(f, "task '{description}'"),
+        }
+    }
+}
+
+/// Everything one model call needs.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    /// Ask for a final answer: tools are listed (for the transcript's sake) but not callable.
+    pub tool_choice_none: bool,
+    pub agent: AgentId,
+    /// 0-based index of this call among the agent's calls.
+    pub turn: usize,
+}
+
+/// A retry the provider layer is about to make (becomes a `model_retry` warning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    pub attempt: u32,
+    pub delay_ms: u64,
+    /// HTTP status, `None` for a connection error.
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+/// Per-call context: cancellation and a way to report retries.
+#[derive(Clone)]
+pub struct CallContext {
+    pub cancel: CancellationToken,
+    pub on_retry: Arc<dyn Fn(RetryNotice) + Send + Sync>,
+}
+
+impl CallContext {
+    pub fn new(cancel: CancellationToken) -> Self {
+        Self { cancel, on_retry: Arc::new(|_| {}) }
+    }
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ModelError {
+    /// The provider answered with an HTTP error status.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        provider: String,
+        status: u16,
+        message: String,
+        /// Seconds the server asked us to wait (`Retry-After`).
+        retry_after: Option<f64>,
+    },
+    #[error("cannot reach {provider}: {message}")]
+    Connect { provider: String, message: String },
+    #[error("{provider} request timed out: {message}")]
+    Timeout { provider: String, message: String },
+    /// A malformed or interrupted stream, or an error event inside it.
+    #[error("{provider} stream error: {message}")]
+    Stream { provider: String, message: String },
+    /// A replay cassette error, or a scripted failure.
+    #[error("{0}")]
+    Script(String),
+    #[error("model call cancelled")]
+    Cancelled,
+}
+
+impl ModelError {
+    /// Whether a retry may help: 408/409/429/5xx and connection failures.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Http { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
+            ModelError::Connect { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// A chat model. One call = one assembled response; retries happen inside.
+pub trait ChatModel: Send + Sync {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}
