@@ -201,3 +201,38 @@ pub trait ChatModel: Send + Sync {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
 }
+
+/// Connection settings of an HTTP provider (OpenAI-compatible or Anthropic).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSettings {
+    /// The provider's model id (`gpt-4o-mini`).
+    pub model: String,
+    /// openai: up to `/v1` (the client adds `/chat/completions`);
+    /// anthropic: without `/v1` (the client adds `/v1/messages`).
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    /// Bound on a whole request, stream included.
+    pub request_timeout: std::time::Duration,
+    pub connect_timeout: std::time::Duration,
+    /// Silence in a stream longer than this fails the request.
+    pub stream_idle_timeout: std::time::Duration,
+    pub max_retries: u32,
+}
+
+impl HttpSettings {
+    pub fn new(model: impl Into<String>, base_url: impl Into<String>, api_key: Option<String>) -> Self {
+        Self {
+            model: model.into(),
+            base_url: base_url.into(),
+            api_key,
+            max_tokens: None,
+            temperature: None,
+            request_timeout: std::time::Duration::from_secs(600),
+            connect_timeout: std::time::Duration::from_secs(10),
+            stream_idle_timeout: std::time::Duration::from_secs(120),
+            max_retries: 3,
+        }
+    }
+}
