@@ -82,6 +82,14 @@ pub struct ToolContext {
     pub limits: Arc<SandboxLimits>,
     /// Cancelled when the calling agent (task or run) is cancelled or times out.
     pub cancel: CancellationToken,
+    /// The id of the tool call being served (the task tool makes it the task id).
+    pub call_id: String,
+}
+
+impl ToolContext {
+    pub fn for_call(&self, call_id: &str) -> Self {
+        Self { call_id: call_id.to_string(), ..self.clone() }
+    }
 }
 
 pub trait Tool: Send + Sync {
@@ -108,4 +116,20 @@ pub fn arg_bool(args: &Value, key: &str, default: bool) -> bool {
 
 pub fn arg_u64(args: &Value, key: &str) -> Option<u64> {
     args.get(key).and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+}
+
+/// The file, search and (when allowed) shell tools every agent may get.
+pub fn standard_tools(allow_bash: bool) -> ToolBox {
+    let mut tools: ToolBox = vec![
+        Arc::new(fs::LsTool),
+        Arc::new(fs::ReadFileTool),
+        Arc::new(fs::WriteFileTool),
+        Arc::new(fs::StrReplaceTool),
+        Arc::new(search::GlobTool),
+        Arc::new(search::GrepTool),
+    ];
+    if allow_bash {
+        tools.push(Arc::new(bash::BashTool));
+    }
+    tools
 }

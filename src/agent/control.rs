@@ -1,0 +1,51 @@
+//! The run's stop switch: a cancellation token plus the first reason it was pulled.
+
+use std::sync::Mutex;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::outcome::StopCause;
+
+#[derive(Default)]
+pub struct RunControl {
+    pub cancel: CancellationToken,
+    cause: Mutex<Option<StopCause>>,
+    timeout_seconds: Option<f64>,
+}
+
+impl RunControl {
+    pub fn new(timeout_seconds: Option<f64>) -> Self {
+        Self { cancel: CancellationToken::new(), cause: Mutex::new(None), timeout_seconds }
+    }
+
+    /// Stops the run; the first cause wins. Returns whether this call set it.
+    pub fn stop(&self, cause: StopCause) -> bool {
+        let mut g = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        let first = g.is_none();
+        if first {
+            *g = Some(cause);
+        }
+        drop(g);
+        self.cancel.cancel();
+        first
+    }
+
+    pub fn cause(&self) -> Option<StopCause> {
+        *self.cause.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Why a task was cancelled, as its `task_cancelled` event and the lead's tool result say.
+    pub fn cancel_message(&self) -> String {
+        match self.cause() {
+            Some(StopCause::Timeout) => {
+                format!("Run timed out after {} seconds", crate::agent::prompts::secs(self.timeout_seconds.unwrap_or(0.0)))
+            }
+            Some(StopCause::Budget) => "Token budget exceeded".into(),
+            Some(StopCause::Sigint) => "Run interrupted (SIGINT)".into(),
+            Some(StopCause::Sigterm) => "Run terminated (SIGTERM)".into(),
+            Some(StopCause::Sighup) => "Run terminated (SIGHUP)".into(),
+            Some(StopCause::StdoutClosed) => "Run cancelled: stdout was closed".into(),
+            None => "Run cancelled".into(),
+        }
+    }
+}

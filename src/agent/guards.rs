@@ -1,0 +1,245 @@
+//! Guards over an agent's transcript: loop detection and the token budget (contract §4,
+//! reference "Guards"). Plain state machines, tested without a model.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+use crate::model::ToolCall;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopLimits {
+    pub enabled: bool,
+    pub warn_threshold: u32,
+    pub hard_limit: u32,
+    pub window_size: u32,
+    pub tool_freq_warn: u32,
+    pub tool_freq_hard_limit: u32,
+}
+
+impl Default for LoopLimits {
+    fn default() -> Self {
+        Self { enabled: true, warn_threshold: 3, hard_limit: 5, window_size: 20, tool_freq_warn: 30, tool_freq_hard_limit: 50 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoopVerdict {
+    Fine,
+    /// Tell the model (and the event stream) it is repeating itself.
+    Warn(String),
+    /// Drop this response's tool calls and ask for a final answer.
+    Stop(String),
+}
+
+/// Tracks one agent's responses.
+pub struct LoopDetector {
+    limits: LoopLimits,
+    window: VecDeque<u64>,
+    per_tool: HashMap<String, u32>,
+    warned_hashes: Vec<u64>,
+    warned_tools: Vec<String>,
+}
+
+impl LoopDetector {
+    pub fn new(limits: LoopLimits) -> Self {
+        Self { limits, window: VecDeque::new(), per_tool: HashMap::new(), warned_hashes: Vec::new(), warned_tools: Vec::new() }
+    }
+
+    pub fn observe(&mut self, calls: &[ToolCall]) -> LoopVerdict {
+        if !self.limits.enabled || calls.is_empty() {
+            return LoopVerdict::Fine;
+        }
+        let h = response_hash(calls);
+        self.window.push_back(h);
+        while self.window.len() > self.limits.window_size.max(1) as usize {
+            self.window.pop_front();
+        }
+        let repeats = self.window.iter().filter(|x| **x == h).count() as u32;
+        if repeats >= self.limits.hard_limit {
+            return LoopVerdict::Stop(format!(
+                "the same tool calls were repeated {repeats} times; tool calls stopped, asking for a final answer"
+            ));
+        }
+        if let Some(v) = self.count_tools(calls) {
+            return v;
+        }
+        if repeats >= self.limits.warn_threshold && !self.warned_hashes.contains(&h) {
+            self.warned_hashes.push(h);
+            return LoopVerdict::Warn(format!(
+                "the same tool calls were repeated {repeats} times; change approach or give the final answer"
+            ));
+        }
+        LoopVerdict::Fine
+    }
+
+    fn count_tools(&mut self, calls: &[ToolCall]) -> Option<LoopVerdict> {
+        let mut verdict = None;
+        for c in calls {
+            let n = self.per_tool.entry(c.name.clone()).or_default();
+            *n += 1;
+            let n = *n;
+            if n >= self.limits.tool_freq_hard_limit {
+                return Some(LoopVerdict::Stop(format!(
+                    "tool '{}' was called {n} times; tool calls stopped, asking for a final answer",
+                    c.name
+                )));
+            }
+            if n >= self.limits.tool_freq_warn && !self.warned_tools.contains(&c.name) {
+                self.warned_tools.push(c.name.clone());
+                verdict = Some(LoopVerdict::Warn(format!(
+                    "tool '{}' was called {n} times; wrap up and give the final answer soon",
+                    c.name
+                )));
+            }
+        }
+        verdict
+    }
+}
+
+/// Order-independent hash of a response's tool calls, each reduced to name + stable key.
+fn response_hash(calls: &[ToolCall]) -> u64 {
+    let mut keys: Vec<String> = calls.iter().map(|c| format!("{}\u{0}{}", c.name, stable_key(c))).collect();
+    keys.sort();
+    let mut h = DefaultHasher::new();
+    keys.hash(&mut h);
+    h.finish()
+}
+
+fn stable_key(c: &ToolCall) -> String {
+    let a = &c.arguments;
+    match c.name.as_str() {
+        "read_file" => {
+            let start = a.get("start_line").and_then(Value::as_u64).unwrap_or(1);
+            format!("{}#{}", field(a, "path"), start / 200)
+        }
+        "write_file" | "str_replace" => a.to_string(),
+        _ => ["path", "url", "query", "command", "pattern", "glob", "prompt", "description"]
+            .iter()
+            .map(|k| field(a, k))
+            .collect::<Vec<_>>()
+            .join("\u{1}"),
+    }
+}
+
+fn field(a: &Value, key: &str) -> String {
+    match a.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The run-wide token budget (`--max-tokens` / `token_budget`).
+pub struct Budget {
+    max: Option<u64>,
+    warned: AtomicBool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum BudgetCheck {
+    Fine,
+    /// 80% reached for the first time.
+    Warn,
+    Exceeded,
+}
+
+impl Budget {
+    pub fn new(max: Option<u64>) -> Self {
+        Self { max, warned: AtomicBool::new(false) }
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        self.max
+    }
+
+    /// Checks the run's total after a response. `Warn` is returned once.
+    pub fn check(&self, total: u64) -> BudgetCheck {
+        let Some(max) = self.max else { return BudgetCheck::Fine };
+        if total >= max {
+            return BudgetCheck::Exceeded;
+        }
+        if total * 5 >= max * 4 && !self.warned.swap(true, Ordering::SeqCst) {
+            return BudgetCheck::Warn;
+        }
+        BudgetCheck::Fine
+    }
+
+    pub fn exceeded(&self, total: u64) -> bool {
+        self.max.is_some_and(|m| total >= m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall { id: "x".into(), name: name.into(), arguments: args, invalid_arguments: None }
+    }
+
+    #[test]
+    fn warns_at_three_and_stops_at_five() {
+        let mut d = LoopDetector::new(LoopLimits::default());
+        let c = [call("ls", json!({"path": "."}))];
+        assert_eq!(d.observe(&c), LoopVerdict::Fine);
+        assert_eq!(d.observe(&c), LoopVerdict::Fine);
+        assert!(matches!(d.observe(&c), LoopVerdict::Warn(_)));
+        assert_eq!(d.observe(&c), LoopVerdict::Fine);
+        assert!(matches!(d.observe(&c), LoopVerdict::Stop(_)));
+    }
+
+    #[test]
+    fn order_of_calls_does_not_matter_and_read_file_buckets_lines() {
+        let mut d = LoopDetector::new(LoopLimits { warn_threshold: 2, ..Default::default() });
+        let a = call("read_file", json!({"path": "a", "start_line": 1}));
+        let b = call("grep", json!({"pattern": "x"}));
+        d.observe(&[a.clone(), b.clone()]);
+        let a2 = call("read_file", json!({"path": "a", "start_line": 150}));
+        assert!(matches!(d.observe(&[b, a2]), LoopVerdict::Warn(_)));
+        let a3 = call("read_file", json!({"path": "a", "start_line": 450}));
+        assert_eq!(d.observe(&[a3]), LoopVerdict::Fine);
+    }
+
+    #[test]
+    fn window_forgets_old_responses() {
+        let mut d = LoopDetector::new(LoopLimits { window_size: 3, ..Default::default() });
+        let c = [call("ls", json!({}))];
+        for i in 0..10 {
+            d.observe(&c);
+            d.observe(&[call("ls", json!({"path": i.to_string()}))]);
+            d.observe(&[call("glob", json!({"pattern": i.to_string()}))]);
+        }
+        assert_eq!(d.observe(&[call("grep", json!({"pattern": "new"}))]), LoopVerdict::Fine);
+    }
+
+    #[test]
+    fn per_tool_frequency() {
+        let mut d = LoopDetector::new(LoopLimits { tool_freq_warn: 2, tool_freq_hard_limit: 3, ..Default::default() });
+        assert_eq!(d.observe(&[call("grep", json!({"pattern": "1"}))]), LoopVerdict::Fine);
+        assert!(matches!(d.observe(&[call("grep", json!({"pattern": "2"}))]), LoopVerdict::Warn(_)));
+        assert!(matches!(d.observe(&[call("grep", json!({"pattern": "3"}))]), LoopVerdict::Stop(_)));
+    }
+
+    #[test]
+    fn disabled_detector_never_fires() {
+        let mut d = LoopDetector::new(LoopLimits { enabled: false, ..Default::default() });
+        for _ in 0..10 {
+            assert_eq!(d.observe(&[call("ls", json!({}))]), LoopVerdict::Fine);
+        }
+    }
+
+    #[test]
+    fn budget_warns_once_then_exceeds() {
+        let b = Budget::new(Some(100));
+        assert_eq!(b.check(79), BudgetCheck::Fine);
+        assert_eq!(b.check(80), BudgetCheck::Warn);
+        assert_eq!(b.check(90), BudgetCheck::Fine);
+        assert_eq!(b.check(100), BudgetCheck::Exceeded);
+        assert_eq!(Budget::new(None).check(u64::MAX), BudgetCheck::Fine);
+    }
+}

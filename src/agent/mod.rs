@@ -1,0 +1,78 @@
+//! The one agent loop used by the lead and by every sub-agent. They differ by tools,
+//! prompt, limits and observer — not by code path.
+
+pub mod control;
+pub mod guards;
+pub mod observer;
+pub mod prompts;
+mod turns;
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+
+pub use control::RunControl;
+pub use observer::{LeadObserver, Observer};
+pub use turns::run_agent;
+
+use crate::events::EventSink;
+use crate::model::{AgentId, ChatModel};
+use crate::tools::{ToolBox, ToolContext};
+use crate::usage::{Ledger, UsageTotals};
+use guards::{Budget, LoopLimits};
+
+/// What every agent of a run shares.
+pub struct RunShared {
+    pub ledger: Arc<Ledger>,
+    pub budget: Budget,
+    pub loop_limits: LoopLimits,
+    pub control: Arc<RunControl>,
+}
+
+/// One agent: its model, prompt, tools and limits.
+pub struct Agent {
+    pub id: AgentId,
+    /// `lead` or `subagent:TYPE`, as usage events name it.
+    pub caller: String,
+    pub model: Arc<dyn ChatModel>,
+    /// The model as the user chose it (usage events, `by_model`).
+    pub model_name: String,
+    pub system: String,
+    pub tools: ToolBox,
+    pub max_turns: u32,
+    /// Workspace, limits and this agent's cancellation token.
+    pub tool_ctx: ToolContext,
+    /// Stamped with the task id for a sub-agent.
+    pub events: EventSink,
+    pub observer: Arc<dyn Observer>,
+    /// Usage and turns so far, readable after the loop's future is dropped (a timeout).
+    pub progress: Arc<Progress>,
+}
+
+#[derive(Default)]
+pub struct Progress {
+    pub usage: Mutex<UsageTotals>,
+    pub turns: AtomicU32,
+}
+
+impl Progress {
+    pub fn usage(&self) -> UsageTotals {
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub fn turns(&self) -> u32 {
+        self.turns.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// How an agent's loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEnd {
+    /// A final answer (`stop_reason` "loop_capped" when the loop guard forced it).
+    Final { text: Option<String>, stop_reason: Option<&'static str> },
+    /// `max_turns` reached; the last non-empty assistant text, if any.
+    MaxTurns { last_text: Option<String> },
+    Clarify { question: String, options: Vec<String> },
+    /// This agent's response reached the token budget.
+    Budget { last_text: Option<String> },
+    Failed(String),
+    Cancelled,
+}

@@ -1,0 +1,88 @@
+//! `deerflow agents [--json]`: the sub-agent types the config yields, with effective settings.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use super::config_error;
+use super::docs::print;
+use crate::config;
+use crate::subagent::registry::{effective_types, RegistryInputs};
+use crate::subagent::SubagentType;
+
+pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let loaded = match config::load(&config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd }) {
+        Ok(l) => l,
+        Err(e) => return config_error(&e),
+    };
+    let cfg = &loaded.config;
+    // `inherit` is shown as the model a run would use by default, if one is known.
+    let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
+    let inputs = RegistryInputs { allow_bash: cfg.sandbox.allow_host_bash, timeout_flag: None, lead_model: &lead };
+    let (types, warnings) = effective_types(&cfg.subagents, &inputs);
+    for w in warnings {
+        crate::logging::warn(&w);
+    }
+    if as_json {
+        let list: Vec<Value> = types.iter().map(to_json).collect();
+        return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
+    }
+    print(&table(&types))
+}
+
+fn tools_text(t: &SubagentType) -> String {
+    let base = t.tools.as_ref().map(|v| v.join(",")).unwrap_or_else(|| "all".into());
+    if t.disallowed_tools.is_empty() {
+        base
+    } else {
+        format!("{base} -{}", t.disallowed_tools.join(",-"))
+    }
+}
+
+fn to_json(t: &SubagentType) -> Value {
+    json!({
+        "name": t.name,
+        "source": t.source,
+        "description": t.description,
+        "tools": t.tools,
+        "disallowed_tools": t.disallowed_tools,
+        "model": t.model,
+        "max_turns": t.max_turns,
+        "timeout_seconds": t.timeout_seconds,
+        "skills": t.skills,
+    })
+}
+
+fn table(types: &[SubagentType]) -> String {
+    let rows: Vec<[String; 7]> = types
+        .iter()
+        .map(|t| {
+            [
+                t.name.clone(),
+                t.source.to_string(),
+                t.model.clone(),
+                t.max_turns.to_string(),
+                crate::agent::prompts::secs(t.timeout_seconds),
+                tools_text(t),
+                t.skills.as_ref().map(|s| if s.is_empty() { "none".into() } else { s.join(",") }).unwrap_or_else(|| "all".into()),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "SOURCE", "MODEL", "MAX_TURNS", "TIMEOUT_S", "TOOLS", "SKILLS"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |r: &[String; 7]| {
+        r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+    };
+    let mut out = vec![line(&header)];
+    out.extend(rows.iter().map(line));
+    for t in types {
+        out.push(format!("\n{}: {}", t.name, t.description));
+    }
+    out.join("\n")
+}

@@ -1,0 +1,48 @@
+//! `deerflow config check|show`.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::args::ConfigAction;
+use super::config_error;
+use super::docs::print;
+use crate::config;
+use crate::outcome::{EXIT_CONFIG, EXIT_OK};
+
+pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let loaded = match config::load(&config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd }) {
+        Ok(l) => l,
+        Err(e) => return config_error(&e),
+    };
+    match action {
+        ConfigAction::Check { json } => check(&loaded, json),
+        ConfigAction::Show { json: true } => {
+            print(&serde_json::to_string_pretty(&config::show_json(&loaded)).unwrap_or_default())
+        }
+        ConfigAction::Show { json: false } => print(&config::show_yaml(&loaded)),
+    }
+}
+
+fn check(loaded: &config::LoadedConfig, as_json: bool) -> i32 {
+    let report = config::check_report(loaded);
+    let code = if report.problems.is_empty() { EXIT_OK } else { EXIT_CONFIG };
+    let source = loaded.source.as_ref().map(|p| p.display().to_string());
+    if as_json {
+        let v = json!({"ok": code == EXIT_OK, "source": source, "problems": report.problems, "warnings": report.warnings});
+        let printed = print(&serde_json::to_string_pretty(&v).unwrap_or_default());
+        return if printed == EXIT_OK { code } else { printed };
+    }
+    for w in &report.warnings {
+        eprintln!("deerflow: warning: {w}");
+    }
+    for p in &report.problems {
+        eprintln!("deerflow: config error: {p}");
+    }
+    if code == EXIT_OK {
+        let from = source.unwrap_or_else(|| "built-in defaults (no config file found)".into());
+        return print(&format!("config ok: {from}"));
+    }
+    code
+}

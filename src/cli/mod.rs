@@ -1,0 +1,61 @@
+//! Command dispatch. Errors before a run (usage 2, configuration 78) are one line on
+//! stderr and no events.
+
+mod agents;
+pub mod args;
+mod config_cmd;
+mod docs;
+mod run;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+
+pub use args::Cli;
+use args::Command;
+
+use crate::outcome::{EXIT_CONFIG, EXIT_OK, EXIT_USAGE};
+
+/// Parses the command line and runs the command; returns the exit code.
+pub async fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
+    match cli.command {
+        Command::Run(args) => run::run(*args, cli.config).await,
+        Command::Agents { json } => agents::agents(cli.config, json),
+        Command::Config { action } => config_cmd::config(cli.config, action),
+        Command::Schema => docs::print(&serde_json::to_string_pretty(&crate::schema::event_schema()).unwrap_or_default()),
+        Command::Completions { shell } => docs::completions(shell),
+        Command::Man => docs::man(),
+    }
+}
+
+fn clap_error(e: clap::Error) -> i32 {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            EXIT_OK
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage");
+            let msg = first.trim().trim_start_matches("error: ");
+            usage_error(msg)
+        }
+    }
+}
+
+/// One line on stderr, exit 2.
+pub fn usage_error(msg: &str) -> i32 {
+    eprintln!("deerflow: usage error: {msg} (see deerflow --help)");
+    EXIT_USAGE
+}
+
+/// One line on stderr, exit 78.
+pub fn config_error(e: &crate::config::ConfigError) -> i32 {
+    let msg = e.to_string();
+    let msg = msg.trim_start_matches("config error: ");
+    eprintln!("deerflow: config error: {}", msg.replace('\n', " "));
+    EXIT_CONFIG
+}

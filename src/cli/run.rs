@@ -1,0 +1,200 @@
+//! `deerflow run`: flags + config → a `RunSpec`, every check done before `run_started`.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::args::{ColorChoice, RunArgs};
+use super::{config_error, usage_error};
+use crate::agent::guards::LoopLimits;
+use crate::config::{self, ConfigError, LoadedConfig};
+use crate::events::ModelInfo;
+use crate::model::replay::{Recorder, RecordLog};
+use crate::run::{LeadModel, RunSpec};
+use crate::subagent::registry::{effective_types, RegistryInputs};
+use crate::subagent::{skills, SubagentSetup};
+use crate::tools::SandboxLimits;
+use crate::usage::Price;
+use crate::workspace::Workspace;
+
+/// A problem found before the run starts: usage (2) or configuration (78).
+pub enum Early {
+    Usage(String),
+    Config(ConfigError),
+}
+
+impl From<ConfigError> for Early {
+    fn from(e: ConfigError) -> Self {
+        Early::Config(e)
+    }
+}
+
+pub async fn run(args: RunArgs, config_path: Option<PathBuf>) -> i32 {
+    match prepare(args, config_path) {
+        Ok(spec) => crate::run::execute(spec).await,
+        Err(Early::Usage(m)) => usage_error(&m),
+        Err(Early::Config(e)) => config_error(&e),
+    }
+}
+
+fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early> {
+    let cwd = std::env::current_dir().map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
+    let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
+    let loaded = config::load(&config::LoadOptions { explicit: config_path, sets: args.set.clone(), cwd: cwd.clone() })?;
+    let prompt = read_prompt(&args)?;
+    let cfg = &loaded.config;
+    let max_concurrent = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent);
+    let max_tasks = args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run);
+    check_range("subagents.max_concurrent", max_concurrent, 1, 64)?;
+    check_range("subagents.max_total_per_run", max_tasks, 1, 100_000)?;
+    let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
+    let record = args.record.as_ref().map(|p| (p.clone(), Arc::new(RecordLog::default())));
+    let mut models = ModelBuilder { loaded: &loaded, cwd: &cwd, record: record.as_ref().map(|r| r.1.clone()), built: HashMap::new(), prices: HashMap::new() };
+    let lead_name = config::model_choice(args.model.as_deref(), cfg)?;
+    let lead = models.build(&lead_name)?;
+    let mut warnings: Vec<(String, String)> = loaded.ignored_warning().into_iter().map(|m| ("config_ignored".to_string(), m)).collect();
+    let skills_dir = args.skills.clone().map(|d| cwd.join(d)).or_else(|| cfg.skills.path.clone());
+    let (skill_list, skill_warnings) = skills_dir.as_deref().map(skills::discover).unwrap_or_default();
+    warnings.extend(skill_warnings.into_iter().map(|m| ("skill_skipped".to_string(), m)));
+    let subagents = if cfg.subagents.enabled && !args.no_subagents {
+        let inputs = RegistryInputs { allow_bash, timeout_flag: args.subagent_timeout, lead_model: &lead.info.name };
+        let (types, reg_warnings) = effective_types(&cfg.subagents, &inputs);
+        warnings.extend(reg_warnings.into_iter().map(|m| ("config_ignored".to_string(), m)));
+        for t in &types {
+            models.build(&t.model)?;
+        }
+        let by_name = models.built.iter().map(|(k, v)| (k.clone(), v.model.clone())).collect();
+        Some(Arc::new(SubagentSetup { types, models: by_name, skills: skill_list }))
+    } else {
+        None
+    };
+    let workspace = Workspace::new(&workspace_dir, skills_dir.as_deref())
+        .map_err(|e| Early::Usage(format!("cannot use workspace {}: {e}", workspace_dir.display())))?;
+    let max_tokens = args.max_tokens.or(cfg.token_budget.enabled.then_some(cfg.token_budget.max_tokens));
+    Ok(RunSpec {
+        prompt,
+        model: lead,
+        prices: models.prices,
+        json: args.json,
+        quiet: args.quiet,
+        color: use_color(args.color),
+        workspace: Arc::new(workspace),
+        limits: Arc::new(sandbox_limits(cfg, allow_bash)),
+        loop_limits: loop_limits(cfg),
+        max_turns: args.max_turns,
+        max_concurrent,
+        max_tasks,
+        timeout_seconds: args.timeout,
+        max_tokens,
+        subagents,
+        output_last_message: args.output_last_message.clone(),
+        record,
+        warnings,
+        lead_progress: Default::default(),
+    })
+}
+
+fn check_range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), Early> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(Early::Config(ConfigError::invalid(key, format!("{v} is out of range {lo}..={hi}"))))
+    }
+}
+
+fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {
+    let dir = flag.map(|d| cwd.join(d)).unwrap_or_else(|| cwd.to_path_buf());
+    if !dir.is_dir() {
+        return Err(Early::Usage(format!("workspace {} is not a directory", dir.display())));
+    }
+    Ok(dir)
+}
+
+/// The prompt from the positional argument, `-p`, `--prompt-file` or stdin. stdin is read
+/// only for `-` or when no prompt is given and stdin is not a terminal.
+fn read_prompt(args: &RunArgs) -> Result<String, Early> {
+    let text = match (&args.prompt_arg, &args.prompt, &args.prompt_file) {
+        (Some(p), _, _) | (None, Some(p), _) if p != "-" => p.clone(),
+        (Some(_), _, _) | (None, Some(_), _) => read_stdin()?,
+        (None, None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| Early::Usage(format!("cannot read --prompt-file {}: {e}", f.display())))?,
+        (None, None, None) => {
+            if std::io::stdin().is_terminal() {
+                return Err(Early::Usage("no prompt: pass PROMPT, -p TEXT, --prompt-file PATH, or pipe it on stdin".into()));
+            }
+            read_stdin()?
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(Early::Usage("the prompt is empty".into()));
+    }
+    Ok(text)
+}
+
+fn read_stdin() -> Result<String, Early> {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).map_err(|e| Early::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+    Ok(s)
+}
+
+fn use_color(c: ColorChoice) -> bool {
+    match c {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+        }
+    }
+}
+
+fn sandbox_limits(cfg: &config::Config, allow_bash: bool) -> SandboxLimits {
+    let s = &cfg.sandbox;
+    SandboxLimits {
+        allow_host_bash: allow_bash,
+        bash_command_timeout_secs: s.bash_command_timeout,
+        bash_output_max_chars: s.bash_output_max_chars,
+        read_file_output_max_chars: s.read_file_output_max_chars,
+        ls_output_max_chars: s.ls_output_max_chars,
+    }
+}
+
+fn loop_limits(cfg: &config::Config) -> LoopLimits {
+    let l = &cfg.loop_detection;
+    LoopLimits {
+        enabled: l.enabled,
+        warn_threshold: l.warn_threshold,
+        hard_limit: l.hard_limit,
+        window_size: l.window_size,
+        tool_freq_warn: l.tool_freq_warn,
+        tool_freq_hard_limit: l.tool_freq_hard_limit,
+    }
+}
+
+/// Resolves and builds each model once, by the name the user gave it.
+struct ModelBuilder<'a> {
+    loaded: &'a LoadedConfig,
+    cwd: &'a Path,
+    record: Option<Arc<RecordLog>>,
+    built: HashMap<String, LeadModel>,
+    prices: HashMap<String, Price>,
+}
+
+impl ModelBuilder<'_> {
+    fn build(&mut self, name: &str) -> Result<LeadModel, Early> {
+        if let Some(m) = self.built.get(name) {
+            return Ok(m.clone());
+        }
+        let r = config::resolve_model(self.loaded, name, self.cwd)?;
+        let mut model = crate::model::build(&r).map_err(Early::Config)?;
+        if let Some(log) = &self.record {
+            model = Arc::new(Recorder::new(model, log.clone()));
+        }
+        if let Some(p) = r.price {
+            self.prices.insert(r.name.clone(), p);
+        }
+        let m = LeadModel { info: ModelInfo { name: r.name.clone(), provider: r.provider.to_string(), model: r.model.clone() }, model };
+        self.built.insert(name.to_string(), m.clone());
+        Ok(m)
+    }
+}

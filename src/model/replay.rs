@@ -1,0 +1,327 @@
+//! `replay:PATH` cassettes (contract §7): scripted responses keyed by agent and turn, so a
+//! replay is deterministic whatever the scheduling. Also the recorder behind `--record`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall, Usage};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Cassette {
+    pub version: u32,
+    #[serde(default)]
+    pub lead: Vec<ScriptedResponse>,
+    #[serde(default)]
+    pub tasks: BTreeMap<String, Vec<ScriptedResponse>>,
+    #[serde(default)]
+    pub default_task: Vec<ScriptedResponse>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScriptedResponse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptedCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ScriptedUsage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ScriptedError>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScriptedCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScriptedUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScriptedError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl Cassette {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+        let c: Cassette = serde_json::from_str(&text)
+            .map_err(|e| format!("cassette {} is not valid: {e}", path.display()))?;
+        if c.version != 1 {
+            return Err(format!("cassette {}: unsupported version {} (expected 1)", path.display(), c.version));
+        }
+        Ok(c)
+    }
+
+    fn script_for(&self, agent: &AgentId) -> &[ScriptedResponse] {
+        match agent {
+            AgentId::Lead => &self.lead,
+            AgentId::Task { description, .. } => {
+                self.tasks.get(description).map(Vec::as_slice).unwrap_or(&self.default_task)
+            }
+        }
+    }
+}
+
+pub struct ReplayModel {
+    cassette: Cassette,
+    /// The path as the user typed it, for error messages.
+    label: String,
+}
+
+impl ReplayModel {
+    pub fn new(cassette: Cassette, label: impl Into<String>) -> Self {
+        Self { cassette, label: label.into() }
+    }
+
+    fn respond(&self, req: &ChatRequest) -> Result<(ModelResponse, Option<u64>), ModelError> {
+        let script = self.cassette.script_for(&req.agent);
+        let Some(r) = script.get(req.turn) else {
+            return Err(ModelError::Script(format!(
+                "replay cassette {} has no response for the {} at turn {} (its script has {})",
+                self.label,
+                req.agent,
+                req.turn + 1,
+                script.len()
+            )));
+        };
+        if let Some(e) = &r.error {
+            return Err(ModelError::Http {
+                provider: "replay".into(),
+                status: e.status,
+                message: e.message.clone(),
+                retry_after: None,
+            });
+        }
+        Ok((to_response(r, req), r.delay_ms))
+    }
+}
+
+fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
+    let tool_calls = if req.tool_choice_none { &[][..] } else { &r.tool_calls[..] };
+    let tool_calls = tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: c.id.clone().unwrap_or_else(|| generated_id(req, i)),
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            invalid_arguments: None,
+        })
+        .collect::<Vec<_>>();
+    let usage = r.usage.as_ref().map(|u| Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        total_tokens: u.total_tokens.unwrap_or(u.input_tokens + u.output_tokens),
+        cache_read_tokens: u.cache_read_tokens,
+    });
+    let finish = if tool_calls.is_empty() { "stop" } else { "tool_calls" };
+    ModelResponse { text: r.text.clone().filter(|t| !t.is_empty()), tool_calls, usage, finish_reason: Some(finish.into()) }
+}
+
+/// Ids are derived from the agent and turn, never from a global counter, so a replay
+/// gives the same ids whatever order sub-agents run in.
+fn generated_id(req: &ChatRequest, index: usize) -> String {
+    match &req.agent {
+        AgentId::Lead => format!("call_{}_{}", req.turn + 1, index + 1),
+        AgentId::Task { task_id, .. } => format!("{task_id}_{}_{}", req.turn + 1, index + 1),
+    }
+}
+
+impl ChatModel for ReplayModel {
+    fn complete<'a>(&'a self, req: &'a ChatRequest, ctx: &'a CallContext) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let (resp, delay) = self.respond(req)?;
+            if let Some(ms) = delay.filter(|ms| *ms > 0) {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    _ = ctx.cancel.cancelled() => return Err(ModelError::Cancelled),
+                }
+            }
+            Ok(resp)
+        })
+    }
+}
+
+/// Wraps a model and keeps every response it gives, to be written as a cassette.
+pub struct Recorder {
+    inner: Arc<dyn ChatModel>,
+    log: Arc<RecordLog>,
+}
+
+#[derive(Default)]
+pub struct RecordLog {
+    entries: Mutex<Vec<(AgentId, usize, ScriptedResponse)>>,
+}
+
+impl Recorder {
+    pub fn new(inner: Arc<dyn ChatModel>, log: Arc<RecordLog>) -> Self {
+        Self { inner, log }
+    }
+}
+
+impl ChatModel for Recorder {
+    fn complete<'a>(&'a self, req: &'a ChatRequest, ctx: &'a CallContext) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let result = self.inner.complete(req, ctx).await;
+            let scripted = match &result {
+                Ok(r) => Some(from_response(r)),
+                Err(ModelError::Http { status, message, .. }) => {
+                    Some(ScriptedResponse { error: Some(ScriptedError { status: *status, message: message.clone() }), ..Default::default() })
+                }
+                Err(_) => None,
+            };
+            if let Some(s) = scripted {
+                let mut g = self.log.entries.lock().unwrap_or_else(|p| p.into_inner());
+                g.push((req.agent.clone(), req.turn, s));
+            }
+            result
+        })
+    }
+}
+
+fn from_response(r: &ModelResponse) -> ScriptedResponse {
+    ScriptedResponse {
+        text: r.text.clone(),
+        tool_calls: r
+            .tool_calls
+            .iter()
+            .map(|c| ScriptedCall { id: Some(c.id.clone()), name: c.name.clone(), arguments: c.arguments.clone() })
+            .collect(),
+        usage: r.usage.map(|u| ScriptedUsage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            total_tokens: Some(u.total_tokens),
+            cache_read_tokens: u.cache_read_tokens,
+        }),
+        delay_ms: None,
+        error: None,
+    }
+}
+
+impl RecordLog {
+    /// The cassette of everything recorded: the lead's calls in turn order, each task's
+    /// under its description (the first task of a description wins when several share one).
+    pub fn cassette(&self) -> Cassette {
+        let g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lead: Vec<(usize, ScriptedResponse)> = Vec::new();
+        let mut tasks: HashMap<String, (String, Vec<(usize, ScriptedResponse)>)> = HashMap::new();
+        for (agent, turn, resp) in g.iter() {
+            match agent {
+                AgentId::Lead => lead.push((*turn, resp.clone())),
+                AgentId::Task { description, task_id } => {
+                    let e = tasks.entry(description.clone()).or_insert_with(|| (task_id.clone(), Vec::new()));
+                    if &e.0 == task_id {
+                        e.1.push((*turn, resp.clone()));
+                    }
+                }
+            }
+        }
+        let ordered = |mut v: Vec<(usize, ScriptedResponse)>| {
+            v.sort_by_key(|(t, _)| *t);
+            v.into_iter().map(|(_, r)| r).collect::<Vec<_>>()
+        };
+        Cassette {
+            version: 1,
+            lead: ordered(lead),
+            tasks: tasks.into_iter().map(|(d, (_, v))| (d, ordered(v))).collect(),
+            default_task: Vec::new(),
+        }
+    }
+
+    pub fn write(&self, path: &PathBuf) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(&self.cassette()).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    fn req(agent: AgentId, turn: usize) -> ChatRequest {
+        ChatRequest { system: String::new(), messages: vec![], tools: vec![], tool_choice_none: false, agent, turn }
+    }
+
+    fn cassette() -> Cassette {
+        serde_json::from_value(json!({
+            "version": 1,
+            "lead": [ {"tool_calls": [{"name": "ls", "arguments": {}}]},
+                      {"text": "final", "usage": {"input_tokens": 900, "output_tokens": 40}} ],
+            "tasks": {"count": [{"text": "42"}]},
+            "default_task": [{"text": "done", "delay_ms": 1}],
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn scripts_by_agent_and_turn() {
+        let m = ReplayModel::new(cassette(), "c.json");
+        let ctx = CallContext::new(CancellationToken::new());
+        let r0 = m.complete(&req(AgentId::Lead, 0), &ctx).await.unwrap();
+        assert_eq!(r0.tool_calls[0].id, "call_1_1");
+        assert_eq!(r0.usage, None);
+        let r1 = m.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
+        assert_eq!(r1.text.as_deref(), Some("final"));
+        assert_eq!(r1.usage.unwrap().total_tokens, 940);
+        let t = AgentId::Task { description: "count".into(), task_id: "t".into() };
+        assert_eq!(m.complete(&req(t, 0), &ctx).await.unwrap().text.as_deref(), Some("42"));
+        let d = AgentId::Task { description: "other".into(), task_id: "t2".into() };
+        assert_eq!(m.complete(&req(d, 0), &ctx).await.unwrap().text.as_deref(), Some("done"));
+    }
+
+    #[tokio::test]
+    async fn past_the_end_names_cassette_agent_and_turn() {
+        let m = ReplayModel::new(cassette(), "c.json");
+        let ctx = CallContext::new(CancellationToken::new());
+        let e = m.complete(&req(AgentId::Lead, 2), &ctx).await.unwrap_err().to_string();
+        assert!(e.contains("c.json") && e.contains("lead") && e.contains("turn 3"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn scripted_error_is_an_http_error() {
+        let c: Cassette = serde_json::from_value(json!({"version":1,"lead":[{"error":{"status":503,"message":"down"}}]})).unwrap();
+        let m = ReplayModel::new(c, "c");
+        let e = m.complete(&req(AgentId::Lead, 0), &CallContext::new(CancellationToken::new())).await.unwrap_err();
+        assert!(matches!(e, ModelError::Http { status: 503, .. }));
+    }
+
+    #[tokio::test]
+    async fn recorder_round_trips() {
+        let log = Arc::new(RecordLog::default());
+        let rec = Recorder::new(Arc::new(ReplayModel::new(cassette(), "c")), log.clone());
+        let ctx = CallContext::new(CancellationToken::new());
+        rec.complete(&req(AgentId::Lead, 0), &ctx).await.unwrap();
+        rec.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
+        let c = log.cassette();
+        assert_eq!(c.lead.len(), 2);
+        assert_eq!(c.lead[0].tool_calls[0].id.as_deref(), Some("call_1_1"));
+        assert_eq!(c.lead[1].usage.as_ref().unwrap().total_tokens, Some(940));
+    }
+}

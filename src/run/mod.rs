@@ -1,0 +1,249 @@
+//! Executes one run: wires the lead agent, the sub-agent scheduler, signals, the deadline
+//! and the event writer together, and turns the outcome into `run_completed` and an exit
+//! code. Everything from `run_started` on ends with exactly one `run_completed`.
+
+mod signals;
+mod spec;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use spec::{LeadModel, RunSpec};
+
+use crate::agent::guards::Budget;
+use crate::agent::prompts::{self, DelegationInfo};
+use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShared};
+use crate::events::{start_writer, Event, EventSink, Output};
+use crate::model::AgentId;
+use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
+use crate::subagent::Scheduler;
+use crate::tools::lead::{AskClarificationTool, PresentFilesTool};
+use crate::tools::{ToolBox, ToolContext};
+use crate::usage::Ledger;
+
+/// After the run is told to stop, how long the lead may take to wind down before it is
+/// abandoned (the whole stop must finish within 2 s).
+const WIND_DOWN: Duration = Duration::from_millis(1300);
+
+/// Runs `spec` to completion and returns the process exit code.
+pub async fn execute(spec: RunSpec) -> i32 {
+    let run_id = new_run_id();
+    crate::logging::init(&run_id[..8]);
+    let started = Instant::now();
+    let control = Arc::new(RunControl::new(spec.timeout_seconds));
+    let stdout_closed = Arc::new(AtomicBool::new(false));
+    let (events, writer) = start_writer(output_for(&spec, &run_id, &control, &stdout_closed));
+    events.emit(run_started(&spec));
+    for (code, message) in &spec.warnings {
+        events.emit(Event::warning(code, message.clone()));
+    }
+    signals::watch(control.clone(), spec.workspace.clone());
+    if let Some(t) = spec.timeout_seconds {
+        let c = control.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(t)).await;
+            c.stop(StopCause::Timeout);
+        });
+    }
+    let shared = Arc::new(RunShared {
+        ledger: Arc::new(Ledger::new(spec.prices.clone())),
+        budget: Budget::new(spec.max_tokens),
+        loop_limits: spec.loop_limits.clone(),
+        control: control.clone(),
+    });
+    let artifacts = Arc::new(Mutex::new(Vec::new()));
+    let scheduler = spec.subagents.clone().map(|setup| Scheduler::new(setup, shared.clone(), events.clone(), &spec));
+    let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
+    let end = drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await;
+    if let Some(s) = &scheduler {
+        s.shutdown(&control).await;
+    }
+    let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
+    let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
+    let mut code = exit_code(status, control.cause(), &tasks);
+    events.emit(Event::RunCompleted {
+        status: status.as_str().into(),
+        exit_code: code,
+        final_message: final_message.clone(),
+        error: error.clone(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        turns: shared_turns(&spec),
+        usage: shared.ledger.snapshot(),
+        tasks,
+        artifacts: artifacts.lock().map(|a| a.clone()).unwrap_or_default(),
+    });
+    drop(events);
+    let drained = writer.finish(Duration::from_secs(2));
+    finish_outputs(&spec, status, final_message.as_deref());
+    if stdout_closed.load(Ordering::SeqCst) || (!drained && control.cause() == Some(StopCause::StdoutClosed)) {
+        code = EXIT_SIGPIPE;
+    }
+    code
+}
+
+fn output_for(spec: &RunSpec, run_id: &str, control: &Arc<RunControl>, closed: &Arc<AtomicBool>) -> Output {
+    let on_closed: Arc<dyn Fn() + Send + Sync> = {
+        let (control, closed) = (control.clone(), closed.clone());
+        Arc::new(move || {
+            closed.store(true, Ordering::SeqCst);
+            control.stop(StopCause::StdoutClosed);
+        })
+    };
+    if spec.json {
+        Output::Json { run_id: run_id.to_string(), on_closed }
+    } else {
+        Output::Human(Box::new(crate::ui::HumanView::new(spec.quiet, spec.color, on_closed)))
+    }
+}
+
+fn run_started(spec: &RunSpec) -> Event {
+    let types = spec.subagents.as_ref().map(|s| s.type_names()).unwrap_or_default();
+    Event::RunStarted {
+        schema_version: crate::events::SCHEMA_VERSION,
+        version: env!("CARGO_PKG_VERSION").into(),
+        model: spec.model.info.clone(),
+        max_concurrent: spec.max_concurrent,
+        max_tasks: spec.max_tasks,
+        max_turns: spec.max_turns,
+        timeout_seconds: spec.timeout_seconds,
+        workspace: spec.workspace.root().display().to_string(),
+        subagents_enabled: spec.subagents.is_some(),
+        subagent_types: types,
+    }
+}
+
+fn lead_agent(
+    spec: &RunSpec,
+    events: &EventSink,
+    control: &Arc<RunControl>,
+    artifacts: &Arc<Mutex<Vec<String>>>,
+    scheduler: Option<&Arc<Scheduler>>,
+) -> Agent {
+    let mut tools: ToolBox = crate::tools::standard_tools(spec.limits.allow_host_bash);
+    tools.push(Arc::new(PresentFilesTool { artifacts: artifacts.clone() }));
+    tools.push(Arc::new(AskClarificationTool));
+    let delegation = scheduler.map(|s| {
+        tools.push(s.task_tool());
+        DelegationInfo { max_concurrent: spec.max_concurrent, types: s.type_descriptions() }
+    });
+    Agent {
+        id: AgentId::Lead,
+        caller: "lead".into(),
+        model: spec.model.model.clone(),
+        model_name: spec.model.info.name.clone(),
+        system: prompts::lead_system(spec.limits.allow_host_bash, delegation.as_ref()),
+        tools,
+        max_turns: spec.max_turns,
+        tool_ctx: ToolContext { workspace: spec.workspace.clone(), limits: spec.limits.clone(), cancel: control.cancel.clone() },
+        events: events.clone(),
+        observer: Arc::new(LeadObserver { events: events.clone() }),
+        progress: spec.lead_progress.clone(),
+    }
+}
+
+/// Runs the lead in its own task (a panic becomes a failed run) and gives it a bounded
+/// time to wind down once the run is stopped.
+async fn drive_lead(lead: Agent, shared: Arc<RunShared>, prompt: String, control: &RunControl) -> Result<AgentEnd, String> {
+    let mut handle = tokio::spawn(async move { run_agent(&lead, &shared, prompt).await });
+    let stopped = async {
+        control.cancel.cancelled().await;
+        tokio::time::sleep(WIND_DOWN).await;
+    };
+    tokio::select! {
+        r = &mut handle => r.map_err(|e| panic_message(e)),
+        _ = stopped => {
+            handle.abort();
+            Ok(AgentEnd::Cancelled)
+        }
+    }
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    if e.is_panic() {
+        let p = e.into_panic();
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        format!("internal error: panic: {msg}")
+    } else {
+        "internal error: the lead agent's task was aborted".into()
+    }
+}
+
+/// Status, final message and error of the run.
+fn classify(
+    end: Result<AgentEnd, String>,
+    cause: Option<StopCause>,
+    events: &EventSink,
+    spec: &RunSpec,
+) -> (RunStatus, Option<String>, Option<String>) {
+    let end = match end {
+        Ok(e) => e,
+        Err(panic) => return (RunStatus::Failed, None, Some(panic)),
+    };
+    // A signal, a closed stdout or the deadline outrank how the lead ended (§4's order);
+    // the budget does not outrank a final answer.
+    if let Some(c) = cause.filter(|c| *c != StopCause::Budget) {
+        return (status_for_cause(c), None, Some(cause_error(c, spec)));
+    }
+    match end {
+        AgentEnd::Final { text, .. } => (RunStatus::Completed, text, None),
+        AgentEnd::Clarify { question, options } => {
+            events.emit(Event::ClarificationRequested { question: question.clone(), options });
+            (RunStatus::NeedsClarification, Some(question), None)
+        }
+        AgentEnd::MaxTurns { .. } => (
+            RunStatus::MaxTurns,
+            None,
+            Some(format!("Reached max_turns={} without a final answer", spec.max_turns)),
+        ),
+        AgentEnd::Budget { .. } => (RunStatus::BudgetExceeded, None, Some(budget_error(spec))),
+        AgentEnd::Failed(e) => (RunStatus::Failed, None, Some(e)),
+        AgentEnd::Cancelled if cause == Some(StopCause::Budget) => {
+            (RunStatus::BudgetExceeded, None, Some(budget_error(spec)))
+        }
+        AgentEnd::Cancelled => (RunStatus::Failed, None, Some("internal error: the run was cancelled without a cause".into())),
+    }
+}
+
+fn budget_error(spec: &RunSpec) -> String {
+    format!("Token budget exceeded ({} tokens)", spec.max_tokens.unwrap_or(0))
+}
+
+fn cause_error(c: StopCause, spec: &RunSpec) -> String {
+    match c {
+        StopCause::Sigint => "Interrupted by SIGINT".into(),
+        StopCause::Sigterm => "Terminated by SIGTERM".into(),
+        StopCause::Sighup => "Terminated by SIGHUP".into(),
+        StopCause::StdoutClosed => "stdout was closed".into(),
+        StopCause::Timeout => format!("Run timed out after {} seconds", prompts::secs(spec.timeout_seconds.unwrap_or(0.0))),
+        StopCause::Budget => budget_error(spec),
+    }
+}
+
+fn shared_turns(spec: &RunSpec) -> u32 {
+    spec.lead_progress.turns()
+}
+
+/// `-o` gets the final answer only when the run completed; `--record` always writes.
+fn finish_outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) {
+    if let (Some(path), RunStatus::Completed) = (&spec.output_last_message, status) {
+        if let Err(e) = std::fs::write(path, final_message.unwrap_or("")) {
+            crate::logging::warn(&format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    if let Some((path, log)) = &spec.record {
+        if let Err(e) = log.write(path) {
+            crate::logging::warn(&format!("cannot write cassette {}: {e}", path.display()));
+        }
+    }
+}
+
+/// A random UUID (v4 layout); its first 8 hex digits are the trace id.
+fn new_run_id() -> String {
+    let hex: String = (0..32).map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0')).collect();
+    format!("{}-{}-4{}-{}{}-{}", &hex[..8], &hex[8..12], &hex[13..16], ["8", "9", "a", "b"][fastrand::usize(0..4)], &hex[17..20], &hex[20..32])
+}

@@ -1,0 +1,36 @@
+//! SIGINT, SIGTERM and SIGHUP stop the run (each task ends with its terminal event, then
+//! `run_completed`); a second SIGINT kills every child process group and exits at once.
+
+use std::sync::Arc;
+
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::agent::RunControl;
+use crate::outcome::{StopCause, EXIT_SIGINT};
+use crate::workspace::Workspace;
+
+pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
+    let kinds = [
+        (SignalKind::interrupt(), StopCause::Sigint),
+        (SignalKind::terminate(), StopCause::Sigterm),
+        (SignalKind::hangup(), StopCause::Sighup),
+    ];
+    for (kind, cause) in kinds {
+        let Ok(mut stream) = signal(kind) else {
+            crate::logging::warn("cannot install a signal handler; signals will end the run abruptly");
+            continue;
+        };
+        let (control, workspace) = (control.clone(), workspace.clone());
+        tokio::spawn(async move {
+            let mut seen = 0;
+            while stream.recv().await.is_some() {
+                seen += 1;
+                if seen > 1 && cause == StopCause::Sigint {
+                    workspace.processes().kill_all();
+                    std::process::exit(EXIT_SIGINT);
+                }
+                control.stop(cause);
+            }
+        });
+    }
+}

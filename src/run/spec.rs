@@ -1,0 +1,48 @@
+//! Everything a run needs, resolved from flags and config before `run_started`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::agent::guards::LoopLimits;
+use crate::agent::Progress;
+use crate::events::ModelInfo;
+use crate::model::replay::RecordLog;
+use crate::model::ChatModel;
+use crate::subagent::SubagentSetup;
+use crate::tools::SandboxLimits;
+use crate::usage::Price;
+use crate::workspace::Workspace;
+
+/// A model ready to call, with the name the user chose for it.
+#[derive(Clone)]
+pub struct LeadModel {
+    pub info: ModelInfo,
+    pub model: Arc<dyn ChatModel>,
+}
+
+pub struct RunSpec {
+    pub prompt: String,
+    pub model: LeadModel,
+    /// Prices by model name (as named in events), for `cost_usd`.
+    pub prices: HashMap<String, Price>,
+    pub json: bool,
+    pub quiet: bool,
+    pub color: bool,
+    pub workspace: Arc<Workspace>,
+    pub limits: Arc<SandboxLimits>,
+    pub loop_limits: LoopLimits,
+    pub max_turns: u32,
+    pub max_concurrent: u32,
+    pub max_tasks: u32,
+    pub timeout_seconds: Option<f64>,
+    pub max_tokens: Option<u64>,
+    /// `None` when sub-agents are disabled.
+    pub subagents: Option<Arc<SubagentSetup>>,
+    pub output_last_message: Option<PathBuf>,
+    pub record: Option<(PathBuf, Arc<RecordLog>)>,
+    /// Warnings found before the run (`config_ignored`, `skill_skipped`), emitted after
+    /// `run_started`: (code, message).
+    pub warnings: Vec<(String, String)>,
+    pub lead_progress: Arc<Progress>,
+}

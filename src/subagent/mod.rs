@@ -1,0 +1,57 @@
+//! Sub-agents: the type registry, skills, the bounded-concurrency scheduler with its
+//! cancellation tree, the set-once task state machine, and the `task` tool the lead gets.
+
+pub mod prompts;
+pub mod registry;
+pub mod scheduler;
+pub mod skills;
+pub mod state;
+pub mod task_tool;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use scheduler::Scheduler;
+pub use skills::Skill;
+
+use crate::model::ChatModel;
+
+/// One sub-agent type with its effective settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentType {
+    pub name: String,
+    /// "built-in" or "custom".
+    pub source: &'static str,
+    pub description: String,
+    pub system_prompt: String,
+    /// Allow-list; `None` inherits all the lead's tools.
+    pub tools: Option<Vec<String>>,
+    pub disallowed_tools: Vec<String>,
+    /// Skill names; `None` = all skills, empty = none.
+    pub skills: Option<Vec<String>>,
+    /// The model as the user named it (`inherit` already resolved).
+    pub model: String,
+    pub max_turns: u32,
+    pub timeout_seconds: f64,
+}
+
+/// Tools no sub-agent ever gets.
+pub const LEAD_ONLY_TOOLS: [&str; 3] = ["task", "ask_clarification", "present_files"];
+
+/// What the scheduler needs to start sub-agents: the available types, their models and
+/// the skills they may list.
+pub struct SubagentSetup {
+    pub types: Vec<SubagentType>,
+    pub models: HashMap<String, Arc<dyn ChatModel>>,
+    pub skills: Vec<Skill>,
+}
+
+impl SubagentSetup {
+    pub fn type_names(&self) -> Vec<String> {
+        self.types.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn find(&self, name: &str) -> Option<&SubagentType> {
+        self.types.iter().find(|t| t.name == name)
+    }
+}

@@ -1,0 +1,128 @@
+//! The sub-agent type registry: built-in types, custom types from the config, per-type
+//! overrides and global defaults, layered as contract §5 says. Built-in definitions are
+//! constants and never mutated: each run builds fresh effective values.
+
+use crate::config::SubagentsConfig;
+
+use super::prompts::{BASH_DESCRIPTION, BASH_PROMPT, GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_PROMPT};
+use super::SubagentType;
+
+/// A built-in type's own definition.
+struct BuiltIn {
+    name: &'static str,
+    description: &'static str,
+    prompt: &'static str,
+    tools: Option<&'static [&'static str]>,
+    max_turns: u32,
+    needs_bash: bool,
+}
+
+const BUILT_INS: [BuiltIn; 2] = [
+    BuiltIn {
+        name: "general-purpose",
+        description: GENERAL_PURPOSE_DESCRIPTION,
+        prompt: GENERAL_PURPOSE_PROMPT,
+        tools: None,
+        max_turns: 150,
+        needs_bash: false,
+    },
+    BuiltIn {
+        name: "bash",
+        description: BASH_DESCRIPTION,
+        prompt: BASH_PROMPT,
+        tools: Some(&["bash", "ls", "read_file", "write_file", "str_replace"]),
+        max_turns: 60,
+        needs_bash: true,
+    },
+];
+
+pub const CUSTOM_DEFAULT_MAX_TURNS: u32 = 50;
+pub const CUSTOM_DEFAULT_TIMEOUT_SECONDS: f64 = 900.0;
+
+/// Inputs besides the config section.
+pub struct RegistryInputs<'a> {
+    pub allow_bash: bool,
+    /// `--subagent-timeout`, which beats everything.
+    pub timeout_flag: Option<f64>,
+    /// The lead's model name, what `inherit` means.
+    pub lead_model: &'a str,
+}
+
+/// The effective types, built-ins first then custom types in name order; and warnings
+/// about overrides that name no type.
+pub fn effective_types(cfg: &SubagentsConfig, inp: &RegistryInputs) -> (Vec<SubagentType>, Vec<String>) {
+    let mut types = Vec::new();
+    for b in BUILT_INS.iter().filter(|b| !b.needs_bash || inp.allow_bash) {
+        types.push(layer(built_in(b, cfg, inp.lead_model), cfg, inp));
+    }
+    for (name, c) in &cfg.custom_agents {
+        if types.iter().any(|t: &SubagentType| &t.name == name) {
+            continue; // a custom type cannot replace a built-in
+        }
+        let own = SubagentType {
+            name: name.clone(),
+            source: "custom",
+            description: c.description.clone(),
+            system_prompt: c.system_prompt.clone(),
+            tools: c.tools.clone(),
+            disallowed_tools: c.disallowed_tools.clone(),
+            skills: c.skills.clone(),
+            model: model_name(c.model.as_deref(), inp.lead_model),
+            max_turns: c.max_turns.unwrap_or(CUSTOM_DEFAULT_MAX_TURNS),
+            timeout_seconds: c.timeout_seconds.unwrap_or(CUSTOM_DEFAULT_TIMEOUT_SECONDS),
+        };
+        types.push(layer(own, cfg, inp));
+    }
+    let warnings = cfg
+        .agents
+        .keys()
+        .filter(|k| !types.iter().any(|t| &t.name == *k) && !(k.as_str() == "bash" && !inp.allow_bash))
+        .map(|k| format!("subagents.agents.{k} names no sub-agent type; it is ignored"))
+        .collect();
+    (types, warnings)
+}
+
+/// A built-in with the global defaults applied over its own definition.
+fn built_in(b: &BuiltIn, cfg: &SubagentsConfig, lead_model: &str) -> SubagentType {
+    SubagentType {
+        name: b.name.into(),
+        source: "built-in",
+        description: b.description.into(),
+        system_prompt: b.prompt.into(),
+        tools: b.tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
+        disallowed_tools: Vec::new(),
+        skills: None,
+        model: lead_model.to_string(),
+        max_turns: cfg.max_turns.unwrap_or(b.max_turns),
+        timeout_seconds: cfg.timeout_seconds,
+    }
+}
+
+/// Per-type override, then the timeout flag.
+fn layer(mut t: SubagentType, cfg: &SubagentsConfig, inp: &RegistryInputs) -> SubagentType {
+    if let Some(o) = cfg.agents.get(&t.name) {
+        if let Some(v) = o.timeout_seconds {
+            t.timeout_seconds = v;
+        }
+        if let Some(v) = o.max_turns {
+            t.max_turns = v;
+        }
+        if let Some(m) = &o.model {
+            t.model = model_name(Some(m), inp.lead_model);
+        }
+        if let Some(s) = &o.skills {
+            t.skills = Some(s.clone());
+        }
+    }
+    if let Some(v) = inp.timeout_flag {
+        t.timeout_seconds = v;
+    }
+    t
+}
+
+fn model_name(m: Option<&str>, lead: &str) -> String {
+    match m.map(str::trim) {
+        None | Some("") | Some("inherit") => lead.to_string(),
+        Some(name) => name.to_string(),
+    }
+}

@@ -1,0 +1,186 @@
+//! The run-wide scheduler: at most `max_concurrent` sub-agents run at once, later tasks
+//! wait in FIFO order, at most `max_tasks` are accepted per run. Each task runs on its own
+//! tokio task under a child of the run's cancellation token.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::state::{StateCell, TaskState};
+use super::{SubagentSetup, SubagentType};
+use crate::agent::{Progress, RunShared};
+use crate::events::{EventSink, TaskCounts};
+use crate::run::RunSpec;
+use crate::tools::{SandboxLimits, Tool};
+use crate::workspace::Workspace;
+
+/// One accepted task.
+pub struct TaskRecord {
+    pub id: String,
+    pub description: String,
+    pub prompt: String,
+    pub kind: SubagentType,
+    pub state: StateCell,
+    pub progress: Arc<Progress>,
+    /// Set when the task started running (its timeout counts from here).
+    pub started: Mutex<Option<Instant>>,
+    pub accepted: Instant,
+}
+
+impl TaskRecord {
+    pub fn duration_ms(&self) -> u64 {
+        let since = self.started.lock().ok().and_then(|g| *g).unwrap_or(self.accepted);
+        since.elapsed().as_millis() as u64
+    }
+}
+
+#[derive(Default)]
+struct Slots {
+    running: u32,
+    waiting: VecDeque<oneshot::Sender<()>>,
+}
+
+pub struct Scheduler {
+    pub(super) setup: Arc<SubagentSetup>,
+    pub(super) shared: Arc<RunShared>,
+    pub(super) events: EventSink,
+    pub(super) workspace: Arc<Workspace>,
+    pub(super) limits: Arc<SandboxLimits>,
+    max_concurrent: u32,
+    max_tasks: u32,
+    slots: Mutex<Slots>,
+    ids: Mutex<HashSet<String>>,
+    tasks: Mutex<Vec<Arc<TaskRecord>>>,
+}
+
+/// Whether a task may run now or has to wait for a slot.
+pub enum Admission {
+    Now,
+    Queued { position: u32, ready: oneshot::Receiver<()> },
+}
+
+impl Scheduler {
+    pub fn new(setup: Arc<SubagentSetup>, shared: Arc<RunShared>, events: EventSink, spec: &RunSpec) -> Arc<Self> {
+        Arc::new(Self {
+            setup,
+            shared,
+            events,
+            workspace: spec.workspace.clone(),
+            limits: spec.limits.clone(),
+            max_concurrent: spec.max_concurrent.max(1),
+            max_tasks: spec.max_tasks,
+            slots: Mutex::default(),
+            ids: Mutex::default(),
+            tasks: Mutex::default(),
+        })
+    }
+
+    pub fn task_tool(self: &Arc<Self>) -> Arc<dyn Tool> {
+        Arc::new(super::task_tool::TaskTool { scheduler: self.clone() })
+    }
+
+    pub fn type_descriptions(&self) -> Vec<(String, String)> {
+        self.setup.types.iter().map(|t| (t.name.clone(), t.description.clone())).collect()
+    }
+
+    pub fn max_tasks(&self) -> u32 {
+        self.max_tasks
+    }
+
+    /// Accepts a task unless the run's task limit is reached; the id is made unique.
+    pub fn accept(&self, call_id: &str, description: &str, prompt: &str, kind: SubagentType) -> Option<Arc<TaskRecord>> {
+        let mut tasks = lock(&self.tasks);
+        if tasks.len() as u32 >= self.max_tasks {
+            return None;
+        }
+        let id = self.unique_id(call_id, tasks.len());
+        let rec = Arc::new(TaskRecord {
+            id,
+            description: description.to_string(),
+            prompt: prompt.to_string(),
+            kind,
+            state: StateCell::default(),
+            progress: Arc::new(Progress::default()),
+            started: Mutex::new(None),
+            accepted: Instant::now(),
+        });
+        tasks.push(rec.clone());
+        Some(rec)
+    }
+
+    fn unique_id(&self, call_id: &str, n: usize) -> String {
+        let mut ids = lock(&self.ids);
+        let base = if call_id.trim().is_empty() { format!("task_{}", n + 1) } else { call_id.to_string() };
+        let mut id = base.clone();
+        let mut k = 2;
+        while ids.contains(&id) {
+            id = format!("{base}-{k}");
+            k += 1;
+        }
+        ids.insert(id.clone());
+        id
+    }
+
+    /// Takes a running slot now, or joins the queue.
+    pub fn admit(&self) -> Admission {
+        let mut s = lock(&self.slots);
+        if s.running < self.max_concurrent {
+            s.running += 1;
+            return Admission::Now;
+        }
+        let (tx, rx) = oneshot::channel();
+        s.waiting.push_back(tx);
+        Admission::Queued { position: s.waiting.len() as u32, ready: rx }
+    }
+
+    /// Frees a slot and hands it to the first waiter still waiting.
+    pub fn release(&self) {
+        let mut s = lock(&self.slots);
+        s.running = s.running.saturating_sub(1);
+        while s.running < self.max_concurrent {
+            let Some(tx) = s.waiting.pop_front() else { break };
+            if tx.send(()).is_ok() {
+                s.running += 1;
+            }
+        }
+    }
+
+    pub fn counts(&self) -> TaskCounts {
+        let tasks = lock(&self.tasks);
+        let mut c = TaskCounts { total: tasks.len() as u32, ..Default::default() };
+        for t in tasks.iter() {
+            match t.state.get() {
+                TaskState::Completed => c.completed += 1,
+                TaskState::Failed => c.failed += 1,
+                TaskState::TimedOut => c.timed_out += 1,
+                TaskState::Cancelled => c.cancelled += 1,
+                TaskState::Pending | TaskState::Running => {}
+            }
+        }
+        c
+    }
+
+    /// At the end of a run: tasks still going are cancelled and get their terminal event.
+    pub async fn shutdown(&self, control: &crate::agent::RunControl) {
+        let pending: Vec<Arc<TaskRecord>> = lock(&self.tasks).iter().filter(|t| !t.state.get().is_terminal()).cloned().collect();
+        if pending.is_empty() {
+            return;
+        }
+        control.cancel.cancel();
+        // Each task reports its own terminal event when it sees the cancellation; give them
+        // a moment, then end the stragglers here.
+        let deadline = Instant::now() + Duration::from_millis(400);
+        while Instant::now() < deadline && pending.iter().any(|t| !t.state.get().is_terminal()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for t in pending {
+            super::task_tool::finish_cancelled(self, &t, &control.cancel_message());
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

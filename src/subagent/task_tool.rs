@@ -1,0 +1,334 @@
+//! The `task` tool: validates a delegation, hands it to the scheduler, runs the sub-agent
+//! (the same agent loop as the lead) and answers the lead with the result text.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::scheduler::{lock, Admission, Scheduler, TaskRecord};
+use super::state::TaskState;
+use super::{prompts, LEAD_ONLY_TOOLS};
+use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
+use crate::agent::prompts::secs;
+use crate::agent::{run_agent, Agent, AgentEnd, Observer, Progress};
+use crate::events::{Event, EventSink};
+use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
+use crate::tools::{arg_str, Tool, ToolBox, ToolContext, ToolOutput};
+
+/// After a timeout cancels a sub-agent, how long it may take to stop its tools.
+const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
+
+pub struct TaskTool {
+    pub scheduler: Arc<Scheduler>,
+}
+
+impl Tool for TaskTool {
+    fn spec(&self) -> ToolSpec {
+        let names = self.scheduler.setup.type_names();
+        let listed: Vec<String> =
+            self.scheduler.setup.types.iter().map(|t| format!("{}: {}", t.name, t.description)).collect();
+        ToolSpec {
+            name: "task".into(),
+            description: format!(
+                "Delegate a self-contained sub-task to a sub-agent that works in the same workspace and \
+                 reports back. Several task calls in one response run in parallel. Types: {}",
+                listed.join("; ")
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string", "description": "A 3-5 word label for the sub-task."},
+                    "prompt": {"type": "string", "description": "The complete, self-contained instruction: goal, relevant files, constraints, and the form of the answer. The sub-agent sees nothing else."},
+                    "subagent_type": {"type": "string", "enum": names, "description": "Which kind of sub-agent runs the task."}
+                },
+                "required": ["description", "prompt", "subagent_type"]
+            }),
+        }
+    }
+
+    /// Validation, the task limit and admission happen before the future is returned, so
+    /// calls of one response are accepted and queued in the order the model made them.
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        let out = match self.prepare(&args, ctx) {
+            Ok(start) => start,
+            Err(out) => return Box::pin(async move { out }),
+        };
+        let (rec, admission) = out;
+        let sched = self.scheduler.clone();
+        let handle = tokio::spawn(run_task(sched.clone(), rec.clone(), admission));
+        Box::pin(async move {
+            match handle.await {
+                Ok(out) => out,
+                Err(e) => {
+                    let why = if e.is_panic() { "internal error: the sub-agent panicked" } else { "the sub-agent was aborted" };
+                    finish_failed(&sched, &rec, why, None);
+                    ToolOutput::error(format!("Task failed. Error: {why}"))
+                }
+            }
+        })
+    }
+}
+
+impl TaskTool {
+    fn prepare(&self, args: &Value, ctx: &ToolContext) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
+        let s = &self.scheduler;
+        let description = arg_str(args, "description")?.trim().to_string();
+        let prompt = arg_str(args, "prompt")?.to_string();
+        let kind = arg_str(args, "subagent_type")?;
+        let Some(t) = s.setup.find(kind).cloned() else {
+            let avail = s.setup.type_names().join(", ");
+            let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");
+            s.events.emit(Event::warning("unknown_subagent_type", msg.clone()));
+            return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
+        };
+        let Some(rec) = s.accept(&ctx.call_id, &description, &prompt, t) else {
+            let msg = format!("task limit reached: this run may start at most {} sub-agents (--max-tasks)", s.max_tasks());
+            s.events.emit(Event::warning("task_limit", msg.clone()));
+            return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
+        };
+        let admission = s.admit();
+        match &admission {
+            Admission::Now => mark_started(s, &rec),
+            Admission::Queued { position, .. } => s.events.emit(Event::TaskQueued {
+                task_id: rec.id.clone(),
+                description: rec.description.clone(),
+                subagent_type: rec.kind.name.clone(),
+                position: *position,
+            }),
+        }
+        Ok((rec, admission))
+    }
+}
+
+fn mark_started(s: &Scheduler, rec: &TaskRecord) -> bool {
+    if !rec.state.start() {
+        return false;
+    }
+    *lock(&rec.started) = Some(Instant::now());
+    s.events.emit(Event::TaskStarted {
+        task_id: rec.id.clone(),
+        description: rec.description.clone(),
+        subagent_type: rec.kind.name.clone(),
+        model: rec.kind.model.clone(),
+        max_turns: rec.kind.max_turns,
+        timeout_seconds: rec.kind.timeout_seconds,
+    });
+    true
+}
+
+/// Waits for a slot if needed, runs the sub-agent, emits its terminal event and frees the slot.
+async fn run_task(s: Arc<Scheduler>, rec: Arc<TaskRecord>, admission: Admission) -> ToolOutput {
+    let run_cancel = s.shared.control.cancel.clone();
+    if let Admission::Queued { mut ready, .. } = admission {
+        tokio::select! {
+            biased;
+            _ = run_cancel.cancelled() => {
+                // The slot may have been handed over just now: give it back.
+                if ready.try_recv().is_ok() {
+                    s.release();
+                }
+                return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
+            }
+            r = &mut ready => {
+                if r.is_err() || !mark_started(&s, &rec) {
+                    s.release();
+                    return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
+                }
+            }
+        }
+    }
+    let out = supervise(&s, &rec).await;
+    s.release();
+    out
+}
+
+/// Runs the sub-agent under its timeout and turns its end into the terminal event.
+async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
+    let cancel = s.shared.control.cancel.child_token();
+    let agent = match build_agent(s, rec, cancel.clone()) {
+        Ok(a) => a,
+        Err(e) => return finish_failed(s, rec, &e, None),
+    };
+    let timeout = Duration::from_secs_f64(rec.kind.timeout_seconds.max(0.0));
+    let run = run_agent(&agent, &s.shared, rec.prompt.clone());
+    tokio::pin!(run);
+    let end = tokio::select! {
+        end = &mut run => Some(end),
+        _ = tokio::time::sleep(timeout) => None,
+    };
+    let Some(end) = end else {
+        // The timeout wins the state first; then the sub-agent is told to stop and given a
+        // moment to kill its child processes before its future is dropped.
+        let out = finish_timed_out(s, rec);
+        cancel.cancel();
+        let _ = tokio::time::timeout(TIMEOUT_GRACE, &mut run).await;
+        return out;
+    };
+    cancel.cancel();
+    finish(s, rec, end)
+}
+
+fn build_agent(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>, cancel: tokio_util::sync::CancellationToken) -> Result<Agent, String> {
+    let t = &rec.kind;
+    let events = s.events.for_task(&rec.id);
+    let skills: Vec<&super::Skill> = s
+        .setup
+        .skills
+        .iter()
+        .filter(|k| t.skills.as_ref().is_none_or(|allowed| allowed.contains(&k.name)))
+        .collect();
+    // Every reachable model is resolved before the run starts, so this only guards a bug.
+    let model = s.setup.models.get(&t.model).cloned().ok_or_else(|| format!("internal error: model '{}' was not resolved", t.model))?;
+    Ok(Agent {
+        id: AgentId::Task { description: rec.description.clone(), task_id: rec.id.clone() },
+        caller: format!("subagent:{}", t.name),
+        model,
+        model_name: t.model.clone(),
+        system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash),
+        tools: subagent_tools(t, s.limits.allow_host_bash),
+        max_turns: t.max_turns,
+        tool_ctx: ToolContext { workspace: s.workspace.clone(), limits: s.limits.clone(), cancel, call_id: String::new() },
+        events: events.clone(),
+        observer: Arc::new(TaskObserver { events, task_id: rec.id.clone(), index: AtomicU32::new(0), progress: rec.progress.clone() }),
+        progress: rec.progress.clone(),
+    })
+}
+
+/// The lead's tools minus the lead-only ones, then the type's allow-list and deny-list.
+pub fn subagent_tools(t: &super::SubagentType, allow_bash: bool) -> ToolBox {
+    crate::tools::standard_tools(allow_bash)
+        .into_iter()
+        .filter(|tool| {
+            let name = tool.spec().name;
+            !LEAD_ONLY_TOOLS.contains(&name.as_str())
+                && t.tools.as_ref().is_none_or(|allow| allow.contains(&name))
+                && !t.disallowed_tools.contains(&name)
+        })
+        .collect()
+}
+
+fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
+    let control = &s.shared.control;
+    match end {
+        AgentEnd::Final { text, stop_reason } => {
+            finish_completed(s, rec, text.unwrap_or_else(|| "No response generated".into()), stop_reason)
+        }
+        AgentEnd::MaxTurns { last_text: Some(t) } => finish_completed(s, rec, t, Some("turn_capped")),
+        AgentEnd::MaxTurns { last_text: None } => {
+            finish_failed(s, rec, &format!("Reached max_turns={}", rec.kind.max_turns), Some("turn_capped"))
+        }
+        AgentEnd::Budget { .. } => finish_cancelled(s, rec, "Token budget exceeded"),
+        AgentEnd::Failed(e) => finish_failed(s, rec, &e, None),
+        AgentEnd::Cancelled => finish_cancelled(s, rec, &control.cancel_message()),
+        AgentEnd::Clarify { question, .. } => {
+            finish_failed(s, rec, &format!("the sub-agent asked for clarification: {question}"), None)
+        }
+    }
+}
+
+fn finish_completed(s: &Scheduler, rec: &TaskRecord, result: String, stop_reason: Option<&str>) -> ToolOutput {
+    if !rec.state.finish(TaskState::Completed) {
+        return already_ended(rec);
+    }
+    s.events.emit(Event::TaskCompleted {
+        task_id: rec.id.clone(),
+        result: result.clone(),
+        usage: rec.progress.usage(),
+        turns: rec.progress.turns(),
+        duration_ms: rec.duration_ms(),
+        stop_reason: stop_reason.map(String::from),
+    });
+    ToolOutput::ok(format!("Task Succeeded. Result: {result}"))
+}
+
+pub(super) fn finish_failed(s: &Scheduler, rec: &TaskRecord, error: &str, stop_reason: Option<&str>) -> ToolOutput {
+    if !rec.state.finish(TaskState::Failed) {
+        return already_ended(rec);
+    }
+    s.events.emit(Event::TaskFailed {
+        task_id: rec.id.clone(),
+        error: error.to_string(),
+        usage: rec.progress.usage(),
+        turns: rec.progress.turns(),
+        duration_ms: rec.duration_ms(),
+        stop_reason: stop_reason.map(String::from),
+    });
+    ToolOutput::error(format!("Task failed. Error: {error}"))
+}
+
+fn finish_timed_out(s: &Scheduler, rec: &TaskRecord) -> ToolOutput {
+    let error = format!("Execution timed out after {} seconds", secs(rec.kind.timeout_seconds));
+    if !rec.state.finish(TaskState::TimedOut) {
+        return already_ended(rec);
+    }
+    s.events.emit(Event::TaskTimedOut {
+        task_id: rec.id.clone(),
+        error: error.clone(),
+        timeout_seconds: rec.kind.timeout_seconds,
+        usage: rec.progress.usage(),
+        duration_ms: rec.duration_ms(),
+    });
+    ToolOutput::error(format!("Task timed out. Error: {error}"))
+}
+
+pub(super) fn finish_cancelled(s: &Scheduler, rec: &TaskRecord, error: &str) -> ToolOutput {
+    if !rec.state.finish(TaskState::Cancelled) {
+        return already_ended(rec);
+    }
+    s.events.emit(Event::TaskCancelled {
+        task_id: rec.id.clone(),
+        error: error.to_string(),
+        usage: rec.progress.usage(),
+        duration_ms: rec.duration_ms(),
+    });
+    ToolOutput::error(format!("Task cancelled. Error: {error}"))
+}
+
+/// The answer for a task whose terminal state someone else set first.
+fn already_ended(rec: &TaskRecord) -> ToolOutput {
+    let state = rec.state.get();
+    ToolOutput::error(format!("Task {}. Error: the task had already ended", match state {
+        TaskState::Completed => "completed",
+        TaskState::TimedOut => "timed out",
+        TaskState::Cancelled => "cancelled",
+        _ => "failed",
+    }))
+}
+
+/// Reports a sub-agent's messages as `task_running` events with cumulative usage.
+struct TaskObserver {
+    events: EventSink,
+    task_id: String,
+    index: AtomicU32,
+    progress: Arc<Progress>,
+}
+
+impl TaskObserver {
+    fn emit(&self, message: Value) {
+        let i = self.index.fetch_add(1, Ordering::SeqCst) + 1;
+        self.events.emit(Event::TaskRunning {
+            task_id: self.task_id.clone(),
+            message_index: i,
+            message,
+            usage: self.progress.usage(),
+        });
+    }
+}
+
+impl Observer for TaskObserver {
+    fn assistant(&self, text: Option<&str>, calls: &[ToolCall]) {
+        let calls: Vec<Value> = calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect();
+        self.emit(json!({"role": "assistant", "text": text.unwrap_or(""), "tool_calls": calls}));
+    }
+
+    fn tool_call(&self, _call: &ToolCall) {}
+
+    fn tool_result(&self, call: &ToolCall, out: &ToolOutput, _took: Duration) {
+        let (text, _) = cap_chars(&out.text, EVENT_OUTPUT_MAX_CHARS);
+        self.emit(json!({
+            "role": "tool", "text": text, "tool_call_id": call.id, "name": call.name, "status": out.status.as_str()
+        }));
+    }
+}

@@ -1,0 +1,160 @@
+//! Token usage: one record per model response, attributed to its caller and model, and
+//! the run's totals and cost. Totals add up reported usage only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::model::Usage;
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct UsageTotals {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl UsageTotals {
+    pub fn add(&mut self, u: &Usage) {
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        self.total_tokens += u.total_tokens;
+    }
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    /// Price of cached input tokens; the input price when absent.
+    pub cache_hit_per_mtok: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RunUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    pub lead: UsageTotals,
+    pub subagents: UsageTotals,
+    pub by_model: BTreeMap<String, UsageTotals>,
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    lead: UsageTotals,
+    subagents: UsageTotals,
+    by_model: BTreeMap<String, UsageTotals>,
+    cached_by_model: HashMap<String, u64>,
+}
+
+/// The run's usage ledger, shared by the lead and every sub-agent.
+#[derive(Default)]
+pub struct Ledger {
+    inner: Mutex<Inner>,
+    prices: HashMap<String, Price>,
+}
+
+impl Ledger {
+    pub fn new(prices: HashMap<String, Price>) -> Self {
+        Self { inner: Mutex::default(), prices }
+    }
+
+    /// Records one response's usage; returns the run's total tokens afterwards.
+    pub fn record(&self, is_lead: bool, model: &str, usage: Option<&Usage>) -> u64 {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let bucket = g.by_model.entry(model.to_string()).or_default();
+        if let Some(u) = usage {
+            bucket.add(u);
+            if is_lead {
+                g.lead.add(u);
+            } else {
+                g.subagents.add(u);
+            }
+            *g.cached_by_model.entry(model.to_string()).or_default() += u.cache_read_tokens.unwrap_or(0);
+        }
+        g.lead.total_tokens + g.subagents.total_tokens
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.lead.total_tokens + g.subagents.total_tokens
+    }
+
+    pub fn snapshot(&self) -> RunUsage {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let cost_usd = self.cost(&g);
+        RunUsage {
+            input_tokens: g.lead.input_tokens + g.subagents.input_tokens,
+            output_tokens: g.lead.output_tokens + g.subagents.output_tokens,
+            total_tokens: g.lead.total_tokens + g.subagents.total_tokens,
+            lead: g.lead,
+            subagents: g.subagents,
+            by_model: g.by_model.clone(),
+            cost_usd,
+        }
+    }
+
+    /// Null unless every called model has a price.
+    fn cost(&self, g: &Inner) -> Option<f64> {
+        if g.by_model.is_empty() {
+            return None;
+        }
+        let mut total = 0.0;
+        for (model, t) in &g.by_model {
+            let p = self.prices.get(model)?;
+            let cached = g.cached_by_model.get(model).copied().unwrap_or(0).min(t.input_tokens);
+            let fresh = t.input_tokens - cached;
+            let cache_price = p.cache_hit_per_mtok.unwrap_or(p.input_per_mtok);
+            total += (fresh as f64 * p.input_per_mtok
+                + cached as f64 * cache_price
+                + t.output_tokens as f64 * p.output_per_mtok)
+                / 1_000_000.0;
+        }
+        Some((total * 1e9).round() / 1e9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(i: u64, o: u64) -> Usage {
+        Usage { input_tokens: i, output_tokens: o, total_tokens: i + o, cache_read_tokens: None }
+    }
+
+    #[test]
+    fn attributes_to_caller_and_model() {
+        let l = Ledger::default();
+        l.record(true, "a", Some(&u(10, 5)));
+        l.record(false, "b", Some(&u(100, 50)));
+        assert_eq!(l.record(false, "b", None), 165);
+        let s = l.snapshot();
+        assert_eq!(s.lead, UsageTotals { input_tokens: 10, output_tokens: 5, total_tokens: 15 });
+        assert_eq!(s.subagents.total_tokens, 150);
+        assert_eq!(s.total_tokens, 165);
+        assert_eq!(s.by_model.len(), 2);
+        assert_eq!(s.cost_usd, None);
+    }
+
+    #[test]
+    fn cost_needs_every_model_priced() {
+        let mut prices = HashMap::new();
+        prices.insert("a".to_string(), Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cache_hit_per_mtok: None });
+        let l = Ledger::new(prices);
+        l.record(true, "a", Some(&u(1_000_000, 500_000)));
+        assert_eq!(l.snapshot().cost_usd, Some(2.0));
+        l.record(false, "b", Some(&u(1, 1)));
+        assert_eq!(l.snapshot().cost_usd, None);
+    }
+
+    #[test]
+    fn a_called_model_without_usage_still_appears() {
+        let l = Ledger::default();
+        l.record(true, "m", None);
+        assert_eq!(l.snapshot().by_model["m"], UsageTotals::default());
+    }
+}
