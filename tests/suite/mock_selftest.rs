@@ -618,10 +618,20 @@ async fn early_client_disconnects_do_not_hurt_the_server() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn dropping_the_server_closes_the_port() {
+async fn dropping_the_server_closes_the_port_and_open_connections() {
     let server = MockServer::start().await;
+    server.push(Rule::any().reply(Reply::text("stuck").stall_after_chunks(1)));
     let addr = server.addr();
+    let mut stream = chat(&server, json!({})).await.bytes_stream();
+    stream.next().await.unwrap().unwrap();
     drop(server);
+
+    // The stalled connection is aborted with the server: the client sees EOF or an error.
+    let rest = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
+    assert!(
+        matches!(rest, Ok(None | Some(Err(_)))),
+        "stalled stream ends on drop"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while tokio::net::TcpStream::connect(addr).await.is_ok() {
         assert!(

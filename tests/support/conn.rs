@@ -77,7 +77,8 @@ fn no_match(state: &State, req: &RecordedRequest) -> Reply {
 }
 
 /// Resolves when the client closes its side (or the socket errors). Any extra bytes are
-/// ignored: with `Connection: close` there is no second request to read.
+/// ignored: with `Connection: close` there is no second request to read. (A client that
+/// half-closes after sending its request would be taken as gone; HTTP clients don't.)
 async fn client_gone(rd: &mut OwnedReadHalf) {
     let mut buf = [0u8; 1024];
     while let Ok(n) = rd.read(&mut buf).await {
@@ -133,12 +134,9 @@ async fn stream_sse(mut wr: OwnedWriteHalf, reply: &Reply, chunks: &[String]) ->
     wr.shutdown().await
 }
 
-async fn apply_cut(wr: OwnedWriteHalf, cut: Cut) -> io::Result<()> {
+async fn apply_cut(mut wr: OwnedWriteHalf, cut: Cut) -> io::Result<()> {
     match cut {
-        Cut::Disconnect(_) => {
-            let mut wr = wr;
-            wr.shutdown().await
-        }
+        Cut::Disconnect(_) => wr.shutdown().await,
         Cut::Reset(_) => {
             // Zero linger turns the close into an RST. `forget` skips the FIN the write half
             // would send on drop; the socket closes when the read half drops right after.
