@@ -1,0 +1,2 @@
+mod suite;
+mod support;

@@ -1,0 +1,3 @@
+//! Integration test modules (one binary: tests/all.rs).
+
+mod mock_selftest;

@@ -1,0 +1,150 @@
+//! Serving one connection: read the request, record it, pick a rule, play the reply.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::time::sleep;
+
+use super::http::{read_request, response_head};
+use super::script::{Body, Cut, Reply};
+use super::sse::{chunks, StreamCtx};
+use super::{RecordedRequest, State};
+
+pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
+    let (mut rd, wr) = stream.into_split();
+    // Errors and early closes just end the connection: the client side of the test is
+    // the one that should report them.
+    let Ok(Some(raw)) = read_request(&mut rd).await else {
+        return;
+    };
+    let _busy = InFlight::enter(&state);
+    let seq = state.seq.fetch_add(1, Ordering::SeqCst);
+    let req = RecordedRequest::from_raw(raw);
+    state.log.lock().unwrap().push(req.clone());
+    let reply = state.pick(&req).unwrap_or_else(|| no_match(&state, &req));
+    let model = req
+        .body
+        .get("model")
+        .and_then(|m| m.as_str())
+        .unwrap_or("mock-model");
+    let ctx = StreamCtx {
+        model: model.to_string(),
+        seq,
+    };
+    // Racing the reply against the client going away keeps `max_in_flight` honest and ends
+    // gated or stalled replies whose client has given up.
+    tokio::select! {
+        _ = respond(wr, &reply, &ctx) => {}
+        _ = client_gone(&mut rd) => {}
+    }
+}
+
+/// Counts a request as in flight for as long as this guard lives.
+struct InFlight<'a>(&'a State);
+
+impl<'a> InFlight<'a> {
+    fn enter(state: &'a State) -> Self {
+        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(state)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A loud failure for unscripted requests: tests should never hit this by accident.
+fn no_match(state: &State, req: &RecordedRequest) -> Reply {
+    state.unmatched.fetch_add(1, Ordering::SeqCst);
+    let snippet: String = req.raw_body.chars().take(300).collect();
+    eprintln!(
+        "mock: no rule matched {} {} body: {snippet}",
+        req.method, req.path
+    );
+    let body = json!({"error": {
+        "message": format!("mock: no rule matched {} {}", req.method, req.path),
+        "type": "mock_no_rule",
+    }});
+    Reply::status(500).body(body.to_string())
+}
+
+/// Resolves when the client closes its side (or the socket errors). Any extra bytes are
+/// ignored: with `Connection: close` there is no second request to read. (A client that
+/// half-closes after sending its request would be taken as gone; HTTP clients don't.)
+async fn client_gone(rd: &mut OwnedReadHalf) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = rd.read(&mut buf).await {
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+async fn respond(mut wr: OwnedWriteHalf, reply: &Reply, ctx: &StreamCtx) -> io::Result<()> {
+    if let Some(gate) = &reply.gate {
+        gate.wait().await;
+    }
+    if !reply.delay.is_zero() {
+        sleep(reply.delay).await;
+    }
+    if let Body::Status {
+        code,
+        body,
+        content_type,
+    } = &reply.body
+    {
+        let head = response_head(*code, content_type, Some(body.len()), &reply.headers);
+        wr.write_all(head.as_bytes()).await?;
+        wr.write_all(body.as_bytes()).await?;
+        return wr.shutdown().await;
+    }
+    stream_sse(wr, reply, &chunks(reply, ctx)).await
+}
+
+async fn stream_sse(mut wr: OwnedWriteHalf, reply: &Reply, chunks: &[String]) -> io::Result<()> {
+    let head = response_head(200, "text/event-stream", None, &reply.headers);
+    // Headers go out on their own so a reply cut at chunk 0 still reaches the client as a
+    // started stream.
+    wr.write_all(head.as_bytes()).await?;
+    wr.flush().await?;
+    for i in 0..=chunks.len() {
+        if i > 0 && !reply.chunk_delay.is_zero() {
+            sleep(reply.chunk_delay).await;
+        }
+        if let Some(cut) = reply.cut.filter(|c| c.after() == i) {
+            return apply_cut(wr, cut).await;
+        }
+        let Some(chunk) = chunks.get(i) else { break };
+        wr.write_all(chunk.as_bytes()).await?;
+        wr.flush().await?;
+    }
+    // A cut scheduled past the end behaves like the end: the stream is already complete,
+    // except that a stall still holds the socket open.
+    if let Some(Cut::Stall(_)) = reply.cut.filter(|c| c.after() > chunks.len()) {
+        std::future::pending::<()>().await;
+    }
+    wr.shutdown().await
+}
+
+async fn apply_cut(mut wr: OwnedWriteHalf, cut: Cut) -> io::Result<()> {
+    match cut {
+        Cut::Disconnect(_) => wr.shutdown().await,
+        Cut::Reset(_) => {
+            // Zero linger turns the close into an RST. `forget` skips the FIN the write half
+            // would send on drop; the socket closes when the read half drops right after.
+            wr.as_ref().set_zero_linger()?;
+            wr.forget();
+            Ok(())
+        }
+        // Silent until the client hangs up; `client_gone` wins the race in `serve`.
+        Cut::Stall(_) => std::future::pending().await,
+    }
+}
