@@ -117,6 +117,12 @@ async fn read_text(ctx: &ToolContext, abs: &Path) -> Result<String, ToolOutput> 
             "Error: {shown} is a directory (use ls to list it)"
         )));
     }
+    // A FIFO or device would block or never end; only regular files are read.
+    if abs.exists() && !abs.is_file() {
+        return Err(ToolOutput::error(format!(
+            "Error: {shown} is not a regular file"
+        )));
+    }
     let bytes = match tokio::fs::read(abs).await {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -745,6 +751,61 @@ pub(crate) mod tests {
         )
         .await;
         assert_eq!(missing, (E, "Error: file not found: no.txt".to_string()));
+    }
+
+    #[tokio::test]
+    async fn skills_are_readable_not_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let skills = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(skills.path().join("demo")).unwrap();
+        std::fs::write(
+            skills.path().join("demo/SKILL.md"),
+            "---\nname: demo\n---\n",
+        )
+        .unwrap();
+        let c = ToolContext {
+            workspace: Arc::new(Workspace::new(dir.path(), Some(skills.path())).unwrap()),
+            limits: Arc::new(SandboxLimits::default()),
+            cancel: CancellationToken::new(),
+        };
+        let ls = run(&LsTool, &c, json!({"path": "/mnt/skills"})).await;
+        assert_eq!(
+            ls,
+            (
+                O,
+                "/mnt/skills/demo/\n/mnt/skills/demo/SKILL.md".to_string()
+            )
+        );
+        let read = run(
+            &ReadFileTool,
+            &c,
+            json!({"path": "/mnt/skills/demo/SKILL.md", "end_line": 2}),
+        )
+        .await;
+        assert_eq!(read, (O, "---\nname: demo\n".to_string()));
+        let denied = "Access denied: /mnt/skills is read-only".to_string();
+        let write = run(
+            &WriteFileTool,
+            &c,
+            json!({"path": "/mnt/skills/demo/x.md", "content": "x"}),
+        )
+        .await;
+        assert_eq!(write, (E, denied.clone()));
+        let args = json!({"path": "/mnt/skills/demo/SKILL.md", "old_str": "demo", "new_str": "x"});
+        assert_eq!(run(&StrReplaceTool, &c, args).await, (E, denied));
+    }
+
+    #[tokio::test]
+    async fn fifo_is_refused_not_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let got = run(&ReadFileTool, &ctx(dir.path()), json!({"path": "pipe"})).await;
+        assert_eq!(got, (E, "Error: pipe is not a regular file".to_string()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

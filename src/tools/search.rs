@@ -99,7 +99,8 @@ impl Tool for GlobTool {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let prepared = (|| {
-                let pattern = arg_str(&args, "pattern")?;
+                // Paths are matched relative to the search root, so a leading "./" means nothing.
+                let pattern = arg_str(&args, "pattern")?.trim_start_matches("./");
                 let matcher = GlobBuilder::new(pattern)
                     .literal_separator(true)
                     .build()
@@ -358,6 +359,7 @@ mod tests {
             (json!({"pattern": "*.rs"}), O, "Found 0 paths under ."),
             (json!({"pattern": "*.rs", "path": "src"}), O, "Found 1 paths under src\n1. src/main.rs"),
             (json!({"pattern": "*.md"}), O, "Found 1 paths under .\n1. README.md"),
+            (json!({"pattern": "./*.md"}), O, "Found 1 paths under .\n1. README.md"),
             (
                 json!({"pattern": "**/*.md", "max_results": 1}),
                 O,
