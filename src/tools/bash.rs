@@ -282,16 +282,20 @@ impl HeadTail {
         let to_head = room.min(data.len());
         self.head.extend_from_slice(&data[..to_head]);
         data = &data[to_head..];
-        for &b in data {
-            if self.tail.len() == self.cap {
-                if let Some(old) = self.tail.pop_front() {
-                    // Continuation bytes (0b10xx_xxxx) do not start a character.
-                    self.dropped_chars += usize::from(old & 0xC0 != 0x80);
-                }
-            }
-            self.tail.push_back(b);
-        }
+        // Only the last `cap` bytes of (tail + data) survive; the rest is counted, in bulk, so
+        // a fast writer costs little per byte.
+        let keep_from_data = data.len().min(self.cap);
+        let (dropped_data, kept_data) = data.split_at(data.len() - keep_from_data);
+        let overflow = (self.tail.len() + kept_data.len()).saturating_sub(self.cap);
+        self.dropped_chars +=
+            char_starts(self.tail.drain(..overflow)) + char_starts(dropped_data.iter().copied());
+        self.tail.extend(kept_data);
     }
+}
+
+/// Characters begun by these UTF-8 bytes: continuation bytes (0b10xx_xxxx) start none.
+fn char_starts(bytes: impl IntoIterator<Item = u8>) -> usize {
+    bytes.into_iter().filter(|b| b & 0xC0 != 0x80).count()
 }
 
 #[cfg(test)]
@@ -547,5 +551,11 @@ mod tests {
         assert_eq!(ht.head, b"ab");
         assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"fg");
         assert_eq!(ht.dropped_chars, 3);
+        ht.push(b"hijklmn");
+        assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"mn");
+        assert_eq!(ht.dropped_chars, 10);
+        ht.push(b"o");
+        assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"no");
+        assert_eq!(ht.dropped_chars, 11);
     }
 }
