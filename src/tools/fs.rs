@@ -1,0 +1,872 @@
+//! File tools: `ls`, `read_file`, `write_file`, `str_replace`, plus the helpers the other tool
+//! families share (output truncation, path resolution, numeric arguments, binary detection).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use super::{arg_bool, arg_str, arg_u64, Tool, ToolContext, ToolOutput};
+use crate::model::{BoxFuture, ToolSpec};
+use crate::workspace::Access;
+
+/// Directories that listings and searches never descend into (nor show).
+pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", "target", "__pycache__", ".venv"];
+
+/// How much of a file's start is checked for NUL bytes.
+const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+/// The byte offset of the `n`-th char (or the end), so slicing never splits a character.
+fn byte_at_char(text: &str, n: usize) -> usize {
+    text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
+}
+
+/// Keeps the first `max_chars` characters and says how many were cut after them.
+pub fn truncate_head(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let kept = &text[..byte_at_char(text, max_chars)];
+    format!(
+        "{kept}\n... [{} characters truncated] ...",
+        total - max_chars
+    )
+}
+
+/// Keeps the head and tail (`max_chars` in all) and puts a marker with the cut count between.
+pub fn truncate_middle(text: &str, max_chars: usize) -> String {
+    truncate_middle_counted(text, max_chars, 0)
+}
+
+/// [`truncate_middle`] for text that already lost `already_cut` characters from its middle
+/// (a capped capture buffer); they are added to the marker's count.
+pub fn truncate_middle_counted(text: &str, max_chars: usize, already_cut: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars && already_cut == 0 {
+        return text.to_string();
+    }
+    let keep = max_chars.min(total);
+    let head_chars = keep / 2;
+    let tail_chars = keep - head_chars;
+    let head = &text[..byte_at_char(text, head_chars)];
+    let tail = &text[byte_at_char(text, total - tail_chars)..];
+    let cut = total - keep + already_cut;
+    format!("{head}\n... [{cut} characters truncated] ...\n{tail}")
+}
+
+/// Resolves a path argument; the workspace's refusal becomes the tool's error output.
+pub(crate) fn resolve(
+    ctx: &ToolContext,
+    path: &str,
+    access: Access,
+) -> Result<PathBuf, ToolOutput> {
+    ctx.workspace
+        .resolve(path, access)
+        .map_err(ToolOutput::error)
+}
+
+/// An optional non-negative integer argument: absent or null → `None`; present but not a
+/// whole number → an error naming the argument.
+pub(crate) fn arg_opt_count(args: &Value, key: &str) -> Result<Option<u64>, ToolOutput> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => arg_u64(args, key)
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+                    .map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                ToolOutput::error(format!("Error: '{key}' must be a non-negative integer"))
+            }),
+    }
+}
+
+/// A NUL byte near the start means binary (what git and grep assume too).
+pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0)
+}
+
+/// Decodes a file as text, or `None` when it is binary (NUL bytes or invalid UTF-8).
+pub(crate) fn decode_text(bytes: Vec<u8>) -> Option<String> {
+    if looks_binary(&bytes) {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters,
+    }
+}
+
+/// Reads a text file for the tools, with the error messages the model sees.
+async fn read_text(ctx: &ToolContext, abs: &Path) -> Result<String, ToolOutput> {
+    let shown = ctx.workspace.display_path(abs);
+    if abs.is_dir() {
+        return Err(ToolOutput::error(format!(
+            "Error: {shown} is a directory (use ls to list it)"
+        )));
+    }
+    // A FIFO or device would block or never end; only regular files are read.
+    if abs.exists() && !abs.is_file() {
+        return Err(ToolOutput::error(format!(
+            "Error: {shown} is not a regular file"
+        )));
+    }
+    let bytes = match tokio::fs::read(abs).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ToolOutput::error(format!("Error: file not found: {shown}")))
+        }
+        Err(e) => {
+            return Err(ToolOutput::error(format!(
+                "Error: cannot read {shown}: {e}"
+            )))
+        }
+    };
+    decode_text(bytes).ok_or_else(|| {
+        ToolOutput::error(format!(
+            "Error: {shown} is a binary file; read_file only reads text files"
+        ))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// ls
+// ---------------------------------------------------------------------------------------------
+
+/// `ls`: a two-level listing of a directory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LsTool;
+
+impl Tool for LsTool {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "ls",
+            "List a directory two levels deep. Directories end in '/'. Paths are shown relative to \
+             the workspace. Skips .git, node_modules, target, __pycache__ and .venv.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Directory to list: relative to the workspace, absolute inside it, or a virtual path such as /mnt/user-data/outputs or /mnt/skills. Defaults to the workspace root."}
+                },
+                "required": []
+            }),
+        )
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let path = super::arg_opt_str(&args, "path").unwrap_or(".");
+            let abs = match resolve(ctx, path, Access::Read) {
+                Ok(p) => p,
+                Err(e) => return e,
+            };
+            let ws = ctx.workspace.clone();
+            let max = ctx.limits.ls_output_max_chars;
+            let listed = tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws)).await;
+            match listed {
+                Ok(Ok(text)) => ToolOutput::ok(truncate_head(&text, max)),
+                Ok(Err(msg)) => ToolOutput::error(msg),
+                Err(e) => ToolOutput::error(format!("Error: ls failed: {e}")),
+            }
+        })
+    }
+}
+
+fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<String, String> {
+    let shown = ws.display_path(dir);
+    let meta = std::fs::metadata(dir).map_err(|_| format!("Error: path not found: {shown}"))?;
+    if !meta.is_dir() {
+        return Ok(shown);
+    }
+    let mut lines = Vec::new();
+    for (entry, is_dir) in
+        sorted_entries(dir).map_err(|e| format!("Error: cannot list {shown}: {e}"))?
+    {
+        push_entry(&mut lines, ws, &entry, is_dir);
+        if is_dir {
+            // A second-level read error (permissions) just leaves that directory unexpanded.
+            for (child, child_is_dir) in sorted_entries(&entry).unwrap_or_default() {
+                push_entry(&mut lines, ws, &child, child_is_dir);
+            }
+        }
+    }
+    Ok(if lines.is_empty() {
+        "(empty)".to_string()
+    } else {
+        lines.join("\n")
+    })
+}
+
+fn push_entry(
+    lines: &mut Vec<String>,
+    ws: &crate::workspace::Workspace,
+    path: &Path,
+    is_dir: bool,
+) {
+    let shown = ws.display_path(path);
+    lines.push(if is_dir { format!("{shown}/") } else { shown });
+}
+
+/// A directory's entries sorted by name, ignored directories left out. Symlinks count as
+/// files so a listing never descends through a link (which could point outside).
+fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let Ok(entry) = entry else { continue };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && IGNORED_DIRS.iter().any(|d| entry.file_name() == *d) {
+            continue;
+        }
+        out.push((entry.path(), is_dir));
+    }
+    out.sort();
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// read_file
+// ---------------------------------------------------------------------------------------------
+
+/// `read_file`: a text file, whole or a 1-based inclusive line range.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFileTool;
+
+impl Tool for ReadFileTool {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "read_file",
+            "Read a text file, whole or a line range (1-based, inclusive). Binary files are refused. \
+             Long output is truncated at the end; use start_line/end_line to read further.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to read: relative to the workspace, absolute inside it, or a virtual path (/mnt/user-data/..., /mnt/skills/...)."},
+                    "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Defaults to 1."},
+                    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read (inclusive). Defaults to the end of the file."}
+                },
+                "required": ["path"]
+            }),
+        )
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { read_file(&args, ctx).await.unwrap_or_else(|e| e) })
+    }
+}
+
+async fn read_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let abs = resolve(ctx, arg_str(args, "path")?, Access::Read)?;
+    let start = arg_opt_count(args, "start_line")?;
+    let end = arg_opt_count(args, "end_line")?;
+    let text = read_text(ctx, &abs).await?;
+    let body = if start.is_none() && end.is_none() {
+        text
+    } else {
+        select_lines(&text, start, end).map_err(ToolOutput::error)?
+    };
+    if body.is_empty() {
+        return Ok(ToolOutput::ok("(empty file)"));
+    }
+    Ok(ToolOutput::ok(truncate_head(
+        &body,
+        ctx.limits.read_file_output_max_chars,
+    )))
+}
+
+/// The lines `start..=end` (1-based), or why the range is bad. `end` past the file is clamped.
+fn select_lines(text: &str, start: Option<u64>, end: Option<u64>) -> Result<String, String> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let count = lines.len() as u64;
+    let start = start.unwrap_or(1);
+    let end = end.unwrap_or(count.max(start));
+    if start == 0 || end == 0 {
+        return Err(
+            "Error: line numbers are 1-based; start_line and end_line must be at least 1".into(),
+        );
+    }
+    if start > end {
+        return Err(format!(
+            "Error: start_line ({start}) is after end_line ({end})"
+        ));
+    }
+    if start > count {
+        return Err(format!(
+            "Error: start_line ({start}) is beyond the end of the file ({count} lines)"
+        ));
+    }
+    let end = end.min(count);
+    // Both bounds are within 1..=count here, so the slice cannot panic.
+    Ok(lines[(start - 1) as usize..end as usize].concat())
+}
+
+// ---------------------------------------------------------------------------------------------
+// write_file
+// ---------------------------------------------------------------------------------------------
+
+/// `write_file`: create, overwrite or append to a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFileTool;
+
+impl Tool for WriteFileTool {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "write_file",
+            "Write text to a file, creating parent directories. Overwrites the file unless append \
+             is true. Answers OK. Write final deliverables under /mnt/user-data/outputs.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to write: relative to the workspace, absolute inside it, or /mnt/user-data/outputs/... (/mnt/skills is read-only)."},
+                    "content": {"type": "string", "description": "The text to write."},
+                    "append": {"type": "boolean", "description": "Append to the end of the file instead of replacing it. Default false.", "default": false}
+                },
+                "required": ["path", "content"]
+            }),
+        )
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { write_file(&args, ctx).await.unwrap_or_else(|e| e) })
+    }
+}
+
+async fn write_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let abs = resolve(ctx, arg_str(args, "path")?, Access::Write)?;
+    let content = arg_str(args, "content")?;
+    let append = arg_bool(args, "append", false);
+    let shown = ctx.workspace.display_path(&abs);
+    let _guard = ctx.workspace.locks().lock(&abs).await;
+    let fail = |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
+    if abs.is_dir() {
+        return Err(ToolOutput::error(format!("Error: {shown} is a directory")));
+    }
+    if let Some(parent) = abs.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(fail)?;
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(&abs)
+        .await
+        .map_err(fail)?;
+    file.write_all(content.as_bytes()).await.map_err(fail)?;
+    file.flush().await.map_err(fail)?;
+    Ok(ToolOutput::ok("OK"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// str_replace
+// ---------------------------------------------------------------------------------------------
+
+/// `str_replace`: replace one exact occurrence (or all) of a string in a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StrReplaceTool;
+
+impl Tool for StrReplaceTool {
+    fn spec(&self) -> ToolSpec {
+        spec(
+            "str_replace",
+            "Replace text in a file. old_str must match exactly (whitespace included) and occur \
+             exactly once, unless replace_all is true. Answers OK.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to edit: relative to the workspace, absolute inside it, or a virtual path."},
+                    "old_str": {"type": "string", "description": "The exact text to replace; include enough context to make it unique."},
+                    "new_str": {"type": "string", "description": "The replacement text (may be empty)."},
+                    "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one. Default false.", "default": false}
+                },
+                "required": ["path", "old_str", "new_str"]
+            }),
+        )
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { str_replace(&args, ctx).await.unwrap_or_else(|e| e) })
+    }
+}
+
+async fn str_replace(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let abs = resolve(ctx, arg_str(args, "path")?, Access::Write)?;
+    let old = arg_str(args, "old_str")?;
+    let new = arg_str(args, "new_str")?;
+    let replace_all = arg_bool(args, "replace_all", false);
+    if old.is_empty() {
+        return Err(ToolOutput::error("Error: old_str must not be empty"));
+    }
+    let shown = ctx.workspace.display_path(&abs);
+    // Held across read-modify-write so a parallel edit or write cannot be lost.
+    let _guard = ctx.workspace.locks().lock(&abs).await;
+    let text = read_text(ctx, &abs).await?;
+    let updated = match (text.matches(old).count(), replace_all) {
+        (0, _) => {
+            return Err(ToolOutput::error(format!(
+                "Error: old_str not found in {shown}"
+            )))
+        }
+        (1, _) | (_, true) => text.replace(old, new),
+        (n, false) => {
+            return Err(ToolOutput::error(format!(
+                "Error: old_str occurs {n} times in {shown}; add surrounding context to make it \
+                 unique, or set replace_all to true"
+            )))
+        }
+    };
+    tokio::fs::write(&abs, updated)
+        .await
+        .map_err(|e| ToolOutput::error(format!("Error: cannot write {shown}: {e}")))?;
+    Ok(ToolOutput::ok("OK"))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::tools::{SandboxLimits, ToolStatus};
+    use crate::workspace::Workspace;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    pub(crate) fn ctx_with(dir: &Path, limits: SandboxLimits) -> ToolContext {
+        ToolContext {
+            workspace: Arc::new(Workspace::new(dir, None).unwrap()),
+            limits: Arc::new(limits),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    pub(crate) fn ctx(dir: &Path) -> ToolContext {
+        ctx_with(dir, SandboxLimits::default())
+    }
+
+    pub(crate) async fn run(
+        tool: &dyn Tool,
+        ctx: &ToolContext,
+        args: Value,
+    ) -> (ToolStatus, String) {
+        let out = tool.call(args, ctx).await;
+        (out.status, out.text)
+    }
+
+    use ToolStatus::{Error as E, Ok as O};
+
+    #[test]
+    fn truncation_markers() {
+        assert_eq!(truncate_head("hello", 5), "hello");
+        assert_eq!(
+            truncate_head("hello world", 5),
+            "hello\n... [6 characters truncated] ..."
+        );
+        assert_eq!(
+            truncate_head("héllo", 2),
+            "hé\n... [3 characters truncated] ..."
+        );
+        assert_eq!(truncate_middle("abcdef", 6), "abcdef");
+        assert_eq!(
+            truncate_middle("abcdefghij", 4),
+            "ab\n... [6 characters truncated] ...\nij"
+        );
+        assert_eq!(
+            truncate_middle("ééééé", 3),
+            "é\n... [2 characters truncated] ...\néé"
+        );
+        assert_eq!(
+            truncate_middle_counted("abcd", 4, 10),
+            "ab\n... [10 characters truncated] ...\ncd"
+        );
+    }
+
+    #[tokio::test]
+    async fn ls_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/deep/deeper")).unwrap();
+        std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::fs::write(root.join("src/main.rs"), "").unwrap();
+        std::fs::write(root.join("src/deep/hidden.rs"), "").unwrap();
+        std::fs::write(root.join("b.txt"), "").unwrap();
+        std::fs::write(root.join("a.txt"), "").unwrap();
+        let c = ctx(root);
+        let full = "a.txt\nb.txt\nempty/\nsrc/\nsrc/deep/\nsrc/main.rs";
+        let cases = [
+            (json!({}), O, full.to_string()),
+            (json!({"path": "."}), O, full.to_string()),
+            (
+                json!({"path": "/mnt/user-data/workspace"}),
+                O,
+                full.to_string(),
+            ),
+            (
+                json!({"path": "src"}),
+                O,
+                "src/deep/\nsrc/deep/deeper/\nsrc/deep/hidden.rs\nsrc/main.rs".into(),
+            ),
+            (json!({"path": "empty"}), O, "(empty)".into()),
+            (json!({"path": "a.txt"}), O, "a.txt".into()),
+            (
+                json!({"path": "nope"}),
+                E,
+                "Error: path not found: nope".into(),
+            ),
+            (
+                json!({"path": "../"}),
+                E,
+                "Access denied: path outside the workspace".into(),
+            ),
+        ];
+        for (args, status, want) in cases {
+            assert_eq!(
+                run(&LsTool, &c, args.clone()).await,
+                (status, want),
+                "{args}"
+            );
+        }
+        let small = ctx_with(
+            root,
+            SandboxLimits {
+                ls_output_max_chars: 5,
+                ..Default::default()
+            },
+        );
+        let (s, text) = run(&LsTool, &small, json!({})).await;
+        assert_eq!(
+            (s, text.as_str()),
+            (O, "a.txt\n... [40 characters truncated] ...")
+        );
+    }
+
+    #[tokio::test]
+    async fn read_file_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("f.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(root.join("empty.txt"), "").unwrap();
+        std::fs::write(root.join("nul.bin"), b"abc\0def").unwrap();
+        std::fs::write(root.join("latin1.txt"), b"caf\xe9").unwrap();
+        let c = ctx(root);
+        let cases = [
+            (json!({"path": "f.txt"}), O, "one\ntwo\nthree\n"),
+            (json!({"path": "f.txt", "start_line": 2}), O, "two\nthree\n"),
+            (
+                json!({"path": "f.txt", "start_line": 2, "end_line": 2}),
+                O,
+                "two\n",
+            ),
+            (
+                json!({"path": "f.txt", "start_line": "1", "end_line": 2}),
+                O,
+                "one\ntwo\n",
+            ),
+            (json!({"path": "f.txt", "end_line": 1}), O, "one\n"),
+            (
+                json!({"path": "f.txt", "start_line": 3, "end_line": 99}),
+                O,
+                "three\n",
+            ),
+            (
+                json!({"path": "f.txt", "start_line": 3, "end_line": 2}),
+                E,
+                "Error: start_line (3) is after end_line (2)",
+            ),
+            (
+                json!({"path": "f.txt", "start_line": 4}),
+                E,
+                "Error: start_line (4) is beyond the end of the file (3 lines)",
+            ),
+            (
+                json!({"path": "f.txt", "start_line": 0}),
+                E,
+                "Error: line numbers are 1-based; start_line and end_line must be at least 1",
+            ),
+            (
+                json!({"path": "f.txt", "start_line": -1}),
+                E,
+                "Error: 'start_line' must be a non-negative integer",
+            ),
+            (json!({"path": "empty.txt"}), O, "(empty file)"),
+            (
+                json!({"path": "nul.bin"}),
+                E,
+                "Error: nul.bin is a binary file; read_file only reads text files",
+            ),
+            (
+                json!({"path": "latin1.txt"}),
+                E,
+                "Error: latin1.txt is a binary file; read_file only reads text files",
+            ),
+            (
+                json!({"path": "missing.txt"}),
+                E,
+                "Error: file not found: missing.txt",
+            ),
+            (
+                json!({"path": "."}),
+                E,
+                "Error: . is a directory (use ls to list it)",
+            ),
+            (
+                json!({}),
+                E,
+                "Error: missing required string argument 'path'",
+            ),
+            (
+                json!({"path": "/etc/passwd"}),
+                E,
+                "Access denied: path outside the workspace",
+            ),
+        ];
+        for (args, status, want) in cases {
+            assert_eq!(
+                run(&ReadFileTool, &c, args.clone()).await,
+                (status, want.to_string()),
+                "{args}"
+            );
+        }
+        let small = ctx_with(
+            root,
+            SandboxLimits {
+                read_file_output_max_chars: 4,
+                ..Default::default()
+            },
+        );
+        let got = run(&ReadFileTool, &small, json!({"path": "f.txt"})).await;
+        assert_eq!(
+            got,
+            (O, "one\n\n... [10 characters truncated] ...".to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn write_file_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let c = ctx(root);
+        let cases = [
+            (json!({"path": "a/b/c.txt", "content": "x"}), O, "OK"),
+            (
+                json!({"path": "a/b/c.txt", "content": "y", "append": true}),
+                O,
+                "OK",
+            ),
+            (
+                json!({"path": "/mnt/user-data/outputs/r.md", "content": "# r"}),
+                O,
+                "OK",
+            ),
+            (
+                json!({"path": "a", "content": "x"}),
+                E,
+                "Error: a is a directory",
+            ),
+            (
+                json!({"path": "x.txt"}),
+                E,
+                "Error: missing required string argument 'content'",
+            ),
+            (
+                json!({"path": "../x.txt", "content": ""}),
+                E,
+                "Access denied: path outside the workspace",
+            ),
+        ];
+        for (args, status, want) in cases {
+            assert_eq!(
+                run(&WriteFileTool, &c, args.clone()).await,
+                (status, want.to_string()),
+                "{args}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join("a/b/c.txt")).unwrap(),
+            "xy"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("outputs/r.md")).unwrap(),
+            "# r"
+        );
+        run(
+            &WriteFileTool,
+            &c,
+            json!({"path": "a/b/c.txt", "content": "z"}),
+        )
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(root.join("a/b/c.txt")).unwrap(),
+            "z"
+        );
+    }
+
+    #[tokio::test]
+    async fn str_replace_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let c = ctx(root);
+        let reset = || std::fs::write(root.join("f.txt"), "foo bar foo baz").unwrap();
+        let cases = [
+            (json!({"path": "f.txt", "old_str": "bar", "new_str": "BAR"}), O, "OK", "foo BAR foo baz"),
+            (
+                json!({"path": "f.txt", "old_str": "foo", "new_str": "X"}),
+                E,
+                "Error: old_str occurs 2 times in f.txt; add surrounding context to make it unique, or set replace_all to true",
+                "foo bar foo baz",
+            ),
+            (json!({"path": "f.txt", "old_str": "foo", "new_str": "X", "replace_all": true}), O, "OK", "X bar X baz"),
+            (json!({"path": "f.txt", "old_str": "qux", "new_str": "X"}), E, "Error: old_str not found in f.txt", "foo bar foo baz"),
+            (json!({"path": "f.txt", "old_str": "", "new_str": "X"}), E, "Error: old_str must not be empty", "foo bar foo baz"),
+            (json!({"path": "f.txt", "old_str": " baz", "new_str": ""}), O, "OK", "foo bar foo"),
+            (json!({"path": "f.txt", "old_str": "foo"}), E, "Error: missing required string argument 'new_str'", "foo bar foo baz"),
+        ];
+        for (args, status, want, content) in cases {
+            reset();
+            assert_eq!(
+                run(&StrReplaceTool, &c, args.clone()).await,
+                (status, want.to_string()),
+                "{args}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(root.join("f.txt")).unwrap(),
+                content,
+                "{args}"
+            );
+        }
+        let missing = run(
+            &StrReplaceTool,
+            &c,
+            json!({"path": "no.txt", "old_str": "a", "new_str": "b"}),
+        )
+        .await;
+        assert_eq!(missing, (E, "Error: file not found: no.txt".to_string()));
+    }
+
+    #[tokio::test]
+    async fn skills_are_readable_not_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let skills = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(skills.path().join("demo")).unwrap();
+        std::fs::write(
+            skills.path().join("demo/SKILL.md"),
+            "---\nname: demo\n---\n",
+        )
+        .unwrap();
+        let c = ToolContext {
+            workspace: Arc::new(Workspace::new(dir.path(), Some(skills.path())).unwrap()),
+            limits: Arc::new(SandboxLimits::default()),
+            cancel: CancellationToken::new(),
+        };
+        let ls = run(&LsTool, &c, json!({"path": "/mnt/skills"})).await;
+        assert_eq!(
+            ls,
+            (
+                O,
+                "/mnt/skills/demo/\n/mnt/skills/demo/SKILL.md".to_string()
+            )
+        );
+        let read = run(
+            &ReadFileTool,
+            &c,
+            json!({"path": "/mnt/skills/demo/SKILL.md", "end_line": 2}),
+        )
+        .await;
+        assert_eq!(read, (O, "---\nname: demo\n".to_string()));
+        let denied = "Access denied: /mnt/skills is read-only".to_string();
+        let write = run(
+            &WriteFileTool,
+            &c,
+            json!({"path": "/mnt/skills/demo/x.md", "content": "x"}),
+        )
+        .await;
+        assert_eq!(write, (E, denied.clone()));
+        let args = json!({"path": "/mnt/skills/demo/SKILL.md", "old_str": "demo", "new_str": "x"});
+        assert_eq!(run(&StrReplaceTool, &c, args).await, (E, denied));
+    }
+
+    #[tokio::test]
+    async fn fifo_is_refused_not_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let got = run(&ReadFileTool, &ctx(dir.path()), json!({"path": "pipe"})).await;
+        assert_eq!(got, (E, "Error: pipe is not a regular file".to_string()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn parallel_appends_lose_no_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Arc::new(ctx(dir.path()));
+        let mut tasks = Vec::new();
+        for t in 0..16 {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25 {
+                    let line = format!("task {t} line {i} {}\n", "x".repeat(500));
+                    let args = json!({"path": "log.txt", "content": line, "append": true});
+                    assert_eq!(WriteFileTool.call(args, &c).await.text, "OK");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let text = std::fs::read_to_string(dir.path().join("log.txt")).unwrap();
+        assert_eq!(text.lines().count(), 16 * 25);
+        assert!(text
+            .lines()
+            .all(|l| l.starts_with("task ") && l.ends_with(&"x".repeat(500))));
+    }
+
+    #[tokio::test]
+    async fn parallel_str_replace_is_serialized() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Arc::new(ctx(dir.path()));
+        let body: String = (0..20).map(|i| format!("item{i:02}\n")).collect();
+        std::fs::write(dir.path().join("f.txt"), body).unwrap();
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let args = json!({"path": "f.txt", "old_str": format!("item{i:02}\n"), "new_str": format!("done{i:02}\n")});
+                    StrReplaceTool.call(args, &c).await.text
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), "OK");
+        }
+        let text = std::fs::read_to_string(dir.path().join("f.txt")).unwrap();
+        assert!(!text.contains("item"), "{text}");
+    }
+
+    #[test]
+    fn specs_are_named_and_have_required_lists() {
+        let tools: [(&dyn Tool, &str); 4] = [
+            (&LsTool, "ls"),
+            (&ReadFileTool, "read_file"),
+            (&WriteFileTool, "write_file"),
+            (&StrReplaceTool, "str_replace"),
+        ];
+        for (tool, name) in tools {
+            let s = tool.spec();
+            assert_eq!(s.name, name);
+            assert!(s.parameters["required"].is_array());
+        }
+    }
+}

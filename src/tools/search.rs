@@ -1,0 +1,441 @@
+//! Search tools: `glob` (find paths by pattern) and `grep` (find lines by regex).
+//! Both walk without following symlinks, so a link cannot lead a search outside the workspace.
+
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobMatcher};
+use regex::{Regex, RegexBuilder};
+use serde_json::{json, Value};
+
+use super::fs::{arg_opt_count, decode_text, resolve, IGNORED_DIRS};
+use super::{arg_bool, arg_opt_str, arg_str, Tool, ToolContext, ToolOutput};
+use crate::model::{BoxFuture, ToolSpec};
+use crate::workspace::{Access, Workspace};
+
+const GLOB_DEFAULT_MAX: u64 = 200;
+const GLOB_CAP: u64 = 1000;
+const GREP_DEFAULT_MAX: u64 = 100;
+const GREP_CAP: u64 = 500;
+/// Files larger than this are skipped by grep (generated data, logs, bundles).
+const GREP_MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Matched lines are cut to this many characters.
+const GREP_LINE_CHARS: usize = 200;
+
+/// A recursive walk of `root` that never follows symlinks and skips [`IGNORED_DIRS`].
+/// `.gitignore` is deliberately not honoured: agents look for generated files too.
+fn walk(root: &Path) -> impl Iterator<Item = ignore::DirEntry> {
+    ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .filter_entry(|e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            !(is_dir && e.depth() > 0 && IGNORED_DIRS.iter().any(|d| e.file_name() == *d))
+        })
+        .build()
+        // Unreadable entries (permissions, races) are skipped rather than failing the search.
+        .filter_map(Result::ok)
+}
+
+/// Resolves an optional search root (default: the workspace).
+fn search_root(ctx: &ToolContext, args: &Value) -> Result<PathBuf, ToolOutput> {
+    let abs = resolve(ctx, arg_opt_str(args, "path").unwrap_or("."), Access::Read)?;
+    if !abs.exists() {
+        let shown = ctx.workspace.display_path(&abs);
+        return Err(ToolOutput::error(format!("Error: path not found: {shown}")));
+    }
+    Ok(abs)
+}
+
+/// `max_results`, defaulted and capped.
+fn max_results(args: &Value, default: u64, cap: u64) -> Result<usize, ToolOutput> {
+    let n = arg_opt_count(args, "max_results")?
+        .unwrap_or(default)
+        .clamp(1, cap);
+    // `n` is at most `cap` (≤ 1000), so it fits any usize.
+    Ok(n as usize)
+}
+
+/// Runs blocking filesystem work off the async threads.
+async fn blocking<F>(f: F) -> ToolOutput
+where
+    F: FnOnce() -> ToolOutput + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| ToolOutput::error(format!("Error: search failed: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// glob
+// ---------------------------------------------------------------------------------------------
+
+/// `glob`: paths under a directory matching a glob pattern.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+impl Tool for GlobTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "glob".into(),
+            description: "Find files whose path (relative to the search directory) matches a glob \
+                          pattern. '*' matches within one path component and '**' across \
+                          directories: use '**/*.py' to search all subdirectories. Results are \
+                          sorted workspace-relative paths. Skips .git, node_modules, target, \
+                          __pycache__ and .venv; does not follow symlinks."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Glob pattern, e.g. '**/*.rs', 'src/*.md', 'docs/**'."},
+                    "path": {"type": "string", "description": "Directory to search. Defaults to the workspace root."},
+                    "include_dirs": {"type": "boolean", "description": "Also return matching directories (shown ending in '/'). Default false.", "default": false},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": GLOB_CAP, "description": "Most paths to return. Default 200, at most 1000.", "default": GLOB_DEFAULT_MAX}
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let prepared = (|| {
+                // Paths are matched relative to the search root, so a leading "./" means nothing.
+                let pattern = arg_str(&args, "pattern")?.trim_start_matches("./");
+                let matcher = GlobBuilder::new(pattern)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| ToolOutput::error(format!("Error: invalid glob pattern: {e}")))?
+                    .compile_matcher();
+                let root = search_root(ctx, &args)?;
+                let max = max_results(&args, GLOB_DEFAULT_MAX, GLOB_CAP)?;
+                Ok::<_, ToolOutput>((matcher, root, max, arg_bool(&args, "include_dirs", false)))
+            })();
+            let (matcher, root, max, include_dirs) = match prepared {
+                Ok(p) => p,
+                Err(e) => return e,
+            };
+            let ws = ctx.workspace.clone();
+            blocking(move || ToolOutput::ok(glob_paths(&ws, &root, &matcher, include_dirs, max)))
+                .await
+        })
+    }
+}
+
+fn glob_paths(
+    ws: &Workspace,
+    root: &Path,
+    matcher: &GlobMatcher,
+    include_dirs: bool,
+    max: usize,
+) -> String {
+    let mut found: Vec<String> = Vec::new();
+    for entry in walk(root) {
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if entry.depth() == 0 || (is_dir && !include_dirs) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        if matcher.is_match(rel) {
+            let shown = ws.display_path(entry.path());
+            found.push(if is_dir { format!("{shown}/") } else { shown });
+        }
+    }
+    found.sort();
+    let mut out = format!(
+        "Found {} paths under {}",
+        found.len(),
+        ws.display_path(root)
+    );
+    for (i, path) in found.iter().take(max).enumerate() {
+        out.push_str(&format!("\n{}. {path}", i + 1));
+    }
+    if found.len() > max {
+        out.push_str(&format!(
+            "\n... {} more paths not shown (max_results={max}); narrow the pattern or raise max_results",
+            found.len() - max
+        ));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// grep
+// ---------------------------------------------------------------------------------------------
+
+/// `grep`: lines matching a regular expression, as `path:line: text`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+impl Tool for GrepTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "grep".into(),
+            description: "Search file contents for a regular expression (Rust regex syntax). Prints \
+                          matching lines as 'path:line: text' with workspace-relative paths. Case \
+                          insensitive unless case_sensitive is true. Skips binary files, files over \
+                          1 MB, and .git, node_modules, target, __pycache__, .venv."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression to search for (or plain text with literal=true)."},
+                    "path": {"type": "string", "description": "File or directory to search. Defaults to the workspace root."},
+                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. '*.py' (matched against the file name) or 'src/**/*.rs' (matched against the path under the search directory)."},
+                    "literal": {"type": "boolean", "description": "Treat pattern as plain text, not a regex. Default false.", "default": false},
+                    "case_sensitive": {"type": "boolean", "description": "Match case exactly. Default false.", "default": false},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": GREP_CAP, "description": "Most matching lines to return. Default 100, at most 500.", "default": GREP_DEFAULT_MAX}
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let query = match GrepQuery::from_args(&args, ctx) {
+                Ok(q) => q,
+                Err(e) => return e,
+            };
+            let ws = ctx.workspace.clone();
+            blocking(move || ToolOutput::ok(query.run(&ws))).await
+        })
+    }
+}
+
+struct GrepQuery {
+    pattern: String,
+    regex: Regex,
+    root: PathBuf,
+    /// The file filter and whether it applies to the file name (no '/' in the glob).
+    filter: Option<(GlobMatcher, bool)>,
+    max: usize,
+}
+
+impl GrepQuery {
+    fn from_args(args: &Value, ctx: &ToolContext) -> Result<GrepQuery, ToolOutput> {
+        let pattern = arg_str(args, "pattern")?.to_string();
+        let source = if arg_bool(args, "literal", false) {
+            regex::escape(&pattern)
+        } else {
+            pattern.clone()
+        };
+        let regex = RegexBuilder::new(&source)
+            .case_insensitive(!arg_bool(args, "case_sensitive", false))
+            .build()
+            .map_err(|e| ToolOutput::error(format!("Error: invalid regex: {e}")))?;
+        let filter = match arg_opt_str(args, "glob").filter(|g| !g.is_empty()) {
+            None => None,
+            Some(g) => {
+                let glob = Glob::new(g)
+                    .map_err(|e| ToolOutput::error(format!("Error: invalid glob: {e}")))?;
+                Some((glob.compile_matcher(), !g.contains('/')))
+            }
+        };
+        let root = search_root(ctx, args)?;
+        let max = max_results(args, GREP_DEFAULT_MAX, GREP_CAP)?;
+        Ok(GrepQuery {
+            pattern,
+            regex,
+            root,
+            filter,
+            max,
+        })
+    }
+
+    fn wants(&self, path: &Path) -> bool {
+        let Some((matcher, by_name)) = &self.filter else {
+            return true;
+        };
+        if *by_name {
+            return path.file_name().is_some_and(|n| matcher.is_match(n));
+        }
+        path.strip_prefix(&self.root)
+            .is_ok_and(|rel| matcher.is_match(rel))
+    }
+
+    fn run(&self, ws: &Workspace) -> String {
+        let mut files: Vec<PathBuf> = walk(&self.root)
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .map(ignore::DirEntry::into_path)
+            .filter(|p| self.wants(p))
+            .collect();
+        files.sort();
+        let mut hits = Vec::new();
+        let mut cut = false;
+        'files: for file in &files {
+            let Some(text) = read_searchable(file) else {
+                continue;
+            };
+            for (n, line) in text.lines().enumerate() {
+                if !self.regex.is_match(line) {
+                    continue;
+                }
+                if hits.len() == self.max {
+                    cut = true;
+                    break 'files;
+                }
+                hits.push(format!(
+                    "{}:{}: {}",
+                    ws.display_path(file),
+                    n + 1,
+                    clip_line(line)
+                ));
+            }
+        }
+        let shown_root = ws.display_path(&self.root);
+        if hits.is_empty() {
+            return format!("No matches for '{}' under {shown_root}", self.pattern);
+        }
+        let mut out = hits.join("\n");
+        if cut {
+            out.push_str(&format!(
+                "\n... stopped at {} matches (max_results); narrow the search or raise max_results",
+                self.max
+            ));
+        }
+        out
+    }
+}
+
+/// A file's text if it is small enough and not binary.
+fn read_searchable(path: &Path) -> Option<String> {
+    let len = std::fs::metadata(path).ok()?.len();
+    if len > GREP_MAX_FILE_BYTES {
+        return None;
+    }
+    decode_text(std::fs::read(path).ok()?)
+}
+
+fn clip_line(line: &str) -> String {
+    let line = line.trim_end_matches('\r');
+    match line.char_indices().nth(GREP_LINE_CHARS) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::fs::tests::{ctx, run};
+    use crate::tools::ToolStatus::{Error as E, Ok as O};
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        for d in ["src/nested", "docs", "node_modules/pkg", ".git"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        std::fs::write(r.join("README.md"), "Hello World\nsecond line\n").unwrap();
+        std::fs::write(
+            r.join("src/main.rs"),
+            "fn main() {\n    println!(\"hello\");\n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("src/nested/lib.rs"),
+            "pub fn HELLO() {}\n// a.b literal\n",
+        )
+        .unwrap();
+        std::fs::write(r.join("docs/guide.md"), "hello docs\n").unwrap();
+        std::fs::write(r.join("node_modules/pkg/index.js"), "hello\n").unwrap();
+        std::fs::write(r.join(".git/config"), "hello\n").unwrap();
+        std::fs::write(r.join("blob.bin"), b"hello\0world").unwrap();
+        let mut big = "hello\n".to_string();
+        big.push_str(&"x".repeat(1024 * 1024 + 10));
+        std::fs::write(r.join("big.txt"), big).unwrap();
+        std::fs::write(r.join("long.txt"), format!("hello {}\n", "y".repeat(300))).unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn glob_table() {
+        let dir = tree();
+        let c = ctx(dir.path());
+        let cases = [
+            (json!({"pattern": "**/*.rs"}), O, "Found 2 paths under .\n1. src/main.rs\n2. src/nested/lib.rs"),
+            (json!({"pattern": "*.rs"}), O, "Found 0 paths under ."),
+            (json!({"pattern": "*.rs", "path": "src"}), O, "Found 1 paths under src\n1. src/main.rs"),
+            (json!({"pattern": "*.md"}), O, "Found 1 paths under .\n1. README.md"),
+            (json!({"pattern": "./*.md"}), O, "Found 1 paths under .\n1. README.md"),
+            (
+                json!({"pattern": "**/*.md", "max_results": 1}),
+                O,
+                "Found 2 paths under .\n1. README.md\n... 1 more paths not shown (max_results=1); narrow the pattern or raise max_results",
+            ),
+            (json!({"pattern": "src*", "include_dirs": true}), O, "Found 1 paths under .\n1. src/"),
+            (json!({"pattern": "**/index.js"}), O, "Found 0 paths under ."),
+            (json!({"pattern": "a[", "path": "src"}), E, "Error: invalid glob pattern: error parsing glob 'a[': unclosed character class; missing ']'"),
+            (json!({}), E, "Error: missing required string argument 'pattern'"),
+            (json!({"pattern": "*", "path": "/etc"}), E, "Access denied: path outside the workspace"),
+            (json!({"pattern": "*", "path": "nope"}), E, "Error: path not found: nope"),
+        ];
+        for (args, status, want) in cases {
+            assert_eq!(
+                run(&GlobTool, &c, args.clone()).await,
+                (status, want.to_string()),
+                "{args}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn glob_does_not_follow_symlinked_dir_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+        std::fs::write(dir.path().join("mine.txt"), "m").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let c = ctx(dir.path());
+        let got = run(&GlobTool, &c, json!({"pattern": "**/*.txt"})).await;
+        assert_eq!(got, (O, "Found 1 paths under .\n1. mine.txt".to_string()));
+        let got = run(&GrepTool, &c, json!({"pattern": "s"})).await;
+        assert_eq!(got, (O, "No matches for 's' under .".to_string()));
+    }
+
+    #[tokio::test]
+    async fn grep_table() {
+        let dir = tree();
+        let c = ctx(dir.path());
+        let long = format!("long.txt:1: hello {}...", "y".repeat(194));
+        let all = format!(
+            "README.md:1: Hello World\ndocs/guide.md:1: hello docs\n{long}\nsrc/main.rs:2:     println!(\"hello\");\nsrc/nested/lib.rs:1: pub fn HELLO() {{}}"
+        );
+        let cases = [
+            (json!({"pattern": "hello"}), O, all),
+            (json!({"pattern": "hello", "case_sensitive": true, "glob": "*.md"}), O, "docs/guide.md:1: hello docs".into()),
+            (json!({"pattern": "HELLO", "case_sensitive": true}), O, "src/nested/lib.rs:1: pub fn HELLO() {}".into()),
+            (json!({"pattern": "hello", "path": "src", "glob": "nested/*.rs"}), O, "src/nested/lib.rs:1: pub fn HELLO() {}".into()),
+            (json!({"pattern": "hello", "path": "README.md"}), O, "README.md:1: Hello World".into()),
+            (json!({"pattern": "a.b", "literal": true}), O, "src/nested/lib.rs:2: // a.b literal".into()),
+            (json!({"pattern": "l+o w", "literal": true}), O, "No matches for 'l+o w' under .".into()),
+            (json!({"pattern": "l+o w"}), O, "README.md:1: Hello World".into()),
+            (
+                json!({"pattern": "hello", "max_results": 2}),
+                O,
+                "README.md:1: Hello World\ndocs/guide.md:1: hello docs\n... stopped at 2 matches (max_results); narrow the search or raise max_results".to_string(),
+            ),
+            (json!({"pattern": "zzz"}), O, "No matches for 'zzz' under .".into()),
+            (json!({"pattern": "("}), E, "__regex_error__".into()),
+            (json!({"pattern": "x", "path": "../"}), E, "Access denied: path outside the workspace".into()),
+        ];
+        for (args, status, want) in cases {
+            let (s, text) = run(&GrepTool, &c, args.clone()).await;
+            assert_eq!(s, status, "{args}: {text}");
+            if want == "__regex_error__" {
+                assert!(text.starts_with("Error: invalid regex:"), "{text}");
+            } else {
+                assert_eq!(text, want, "{args}");
+            }
+        }
+    }
+
+    #[test]
+    fn clip_line_is_char_safe() {
+        let line = "é".repeat(250);
+        assert_eq!(clip_line(&line), format!("{}...", "é".repeat(200)));
+        assert_eq!(clip_line("short\r"), "short");
+    }
+}

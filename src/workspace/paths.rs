@@ -1,0 +1,309 @@
+//! Path resolution confined to the workspace and the read-only skills root.
+//!
+//! Every path a tool touches goes through [`Workspace::resolve`]: it maps DeerFlow virtual
+//! paths, normalizes `.`/`..` lexically, then checks the real (symlink-resolved) location of
+//! the deepest existing ancestor, so neither `..` nor a symlink can reach outside.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::locks::WriteLocks;
+use super::process::ProcessGroups;
+
+/// The message for any path that resolves outside the allowed roots.
+pub const OUTSIDE: &str = "Access denied: path outside the workspace";
+/// The message for a write under the skills root.
+pub const SKILLS_READ_ONLY: &str = "Access denied: /mnt/skills is read-only";
+
+const VIRTUAL_WORKSPACE: &str = "/mnt/user-data/workspace";
+const VIRTUAL_OUTPUTS: &str = "/mnt/user-data/outputs";
+const VIRTUAL_UPLOADS: &str = "/mnt/user-data/uploads";
+const VIRTUAL_SKILLS: &str = "/mnt/skills";
+
+/// Symlink hops followed while checking a dangling link before giving up (as the kernel does).
+const MAX_LINK_HOPS: usize = 40;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The directory tree the tools may reach, plus the shared write locks and process groups.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    skills: Option<PathBuf>,
+    locks: WriteLocks,
+    processes: ProcessGroups,
+}
+
+impl Workspace {
+    /// Canonicalizes `root` (which must exist) and `skills` (a missing skills dir means none).
+    pub fn new(root: &Path, skills: Option<&Path>) -> std::io::Result<Workspace> {
+        let root = root.canonicalize()?;
+        let skills = skills
+            .and_then(|s| s.canonicalize().ok())
+            .filter(|s| s.is_dir());
+        Ok(Workspace {
+            root,
+            skills,
+            locks: WriteLocks::default(),
+            processes: ProcessGroups::default(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn skills_root(&self) -> Option<&Path> {
+        self.skills.as_deref()
+    }
+
+    pub fn locks(&self) -> &WriteLocks {
+        &self.locks
+    }
+
+    pub fn processes(&self) -> &ProcessGroups {
+        &self.processes
+    }
+
+    /// Turns a tool's path argument into a real absolute path inside the allowed roots, or the
+    /// error message to hand back to the model.
+    pub fn resolve(&self, path: &str, access: Access) -> Result<PathBuf, String> {
+        let (joined, via_skills) = self.map_virtual(path.trim())?;
+        let lexical = normalize(&joined);
+        let real = real_path(&lexical, 0).ok_or_else(|| OUTSIDE.to_string())?;
+        let in_root = real.starts_with(&self.root);
+        let in_skills = self.skills.as_ref().is_some_and(|s| real.starts_with(s));
+        if !in_root && !in_skills {
+            return Err(OUTSIDE.to_string());
+        }
+        // The skills tree is read-only however it is named, unless it also lies in the workspace
+        // and was reached through a workspace path.
+        if access == Access::Write && (via_skills || !in_root) {
+            return Err(SKILLS_READ_ONLY.to_string());
+        }
+        Ok(real)
+    }
+
+    /// How a resolved path is shown to the model: workspace-relative (`.` for the root), or
+    /// `/mnt/skills/…` under the skills root.
+    pub fn display_path(&self, abs: &Path) -> String {
+        if let Ok(rel) = abs.strip_prefix(&self.root) {
+            return if rel.as_os_str().is_empty() {
+                ".".to_string()
+            } else {
+                rel.display().to_string()
+            };
+        }
+        if let Some(rel) = self.skills.as_ref().and_then(|s| abs.strip_prefix(s).ok()) {
+            return if rel.as_os_str().is_empty() {
+                VIRTUAL_SKILLS.to_string()
+            } else {
+                format!("{VIRTUAL_SKILLS}/{}", rel.display())
+            };
+        }
+        abs.display().to_string()
+    }
+
+    /// Maps a virtual or relative path onto the host; says whether it named the skills root.
+    fn map_virtual(&self, path: &str) -> Result<(PathBuf, bool), String> {
+        let virtual_roots = [
+            (VIRTUAL_WORKSPACE, Some(self.root.clone())),
+            (VIRTUAL_OUTPUTS, Some(self.root.join("outputs"))),
+            (VIRTUAL_UPLOADS, Some(self.root.join("uploads"))),
+            (VIRTUAL_SKILLS, self.skills.clone()),
+        ];
+        for (prefix, base) in virtual_roots {
+            let Some(rest) = strip_virtual(path, prefix) else {
+                continue;
+            };
+            let Some(base) = base else {
+                return Err("Access denied: no skills directory is configured".to_string());
+            };
+            return Ok((base.join(rest), prefix == VIRTUAL_SKILLS));
+        }
+        if path.is_empty() {
+            return Ok((self.root.clone(), false));
+        }
+        Ok((self.root.join(path), false))
+    }
+}
+
+/// `Some(rest)` when `path` is `prefix` or `prefix/rest`.
+fn strip_virtual<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix)?;
+    if rest.is_empty() {
+        return Some("");
+    }
+    rest.strip_prefix('/').map(|r| r.trim_start_matches('/'))
+}
+
+/// Removes `.` and resolves `..` without touching the filesystem (`/..` stays `/`).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The real location of an absolute, normalized path: the canonical form of its deepest
+/// existing ancestor with the not-yet-existing rest appended. A dangling symlink is followed
+/// lexically so a write through it cannot escape. `None` when the chain cannot be resolved.
+fn real_path(path: &Path, hops: usize) -> Option<PathBuf> {
+    if hops > MAX_LINK_HOPS {
+        return None;
+    }
+    let mut existing = path;
+    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+    loop {
+        if let Ok(meta) = existing.symlink_metadata() {
+            let base = match existing.canonicalize() {
+                Ok(canon) => canon,
+                Err(_) if meta.file_type().is_symlink() => follow_dangling(existing, hops)?,
+                Err(_) => return None,
+            };
+            return Some(missing.iter().rev().fold(base, |acc, part| acc.join(part)));
+        }
+        missing.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// Resolves a symlink whose target does not exist yet.
+fn follow_dangling(link: &Path, hops: usize) -> Option<PathBuf> {
+    let target = std::fs::read_link(link).ok()?;
+    let parent = link.parent()?;
+    // The parent exists (the link is in it), so this recursion terminates at the parent.
+    let parent_real = real_path(parent, hops + 1)?;
+    real_path(&normalize(&parent_real.join(target)), hops + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, Workspace) {
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join("src/sub")).unwrap();
+        std::fs::write(ws.path().join("src/a.txt"), "a").unwrap();
+        std::fs::create_dir_all(other.path().join("skills/demo")).unwrap();
+        std::fs::write(other.path().join("skills/demo/SKILL.md"), "x").unwrap();
+        std::fs::write(other.path().join("secret.txt"), "s").unwrap();
+        symlink(other.path(), ws.path().join("escape")).unwrap();
+        symlink(other.path().join("new.txt"), ws.path().join("dangling_out")).unwrap();
+        symlink(ws.path().join("src/new.txt"), ws.path().join("dangling_in")).unwrap();
+        let w = Workspace::new(ws.path(), Some(&other.path().join("skills"))).unwrap();
+        (ws, other, w)
+    }
+
+    #[test]
+    fn resolution_table() {
+        let (ws, other, w) = setup();
+        let root = w.root().to_path_buf();
+        let skills = w.skills_root().unwrap().to_path_buf();
+        let abs_inside = root.join("src/a.txt").display().to_string();
+        let secret = other.path().join("secret.txt").display().to_string();
+        let ws_alias = format!("{}/src/../src/a.txt", ws.path().display());
+        let ok = |p: &Path| Ok::<PathBuf, String>(p.to_path_buf());
+        let cases: Vec<(&str, Access, Result<PathBuf, String>)> = vec![
+            ("src/a.txt", Access::Read, ok(&root.join("src/a.txt"))),
+            ("", Access::Read, ok(&root)),
+            (".", Access::Read, ok(&root)),
+            (&abs_inside, Access::Read, ok(&root.join("src/a.txt"))),
+            (&ws_alias, Access::Read, ok(&root.join("src/a.txt"))),
+            (
+                "src/sub/../a.txt",
+                Access::Read,
+                ok(&root.join("src/a.txt")),
+            ),
+            ("src/../..", Access::Read, Err(OUTSIDE.into())),
+            ("../x", Access::Write, Err(OUTSIDE.into())),
+            ("/etc/passwd", Access::Read, Err(OUTSIDE.into())),
+            (&secret, Access::Read, Err(OUTSIDE.into())),
+            ("escape/secret.txt", Access::Read, Err(OUTSIDE.into())),
+            ("escape/brand/new.txt", Access::Write, Err(OUTSIDE.into())),
+            ("dangling_out", Access::Write, Err(OUTSIDE.into())),
+            ("dangling_in", Access::Write, ok(&root.join("src/new.txt"))),
+            ("/mnt/user-data/workspace", Access::Read, ok(&root)),
+            (
+                "/mnt/user-data/workspace/src/a.txt",
+                Access::Read,
+                ok(&root.join("src/a.txt")),
+            ),
+            (
+                "/mnt/user-data/outputs/r.md",
+                Access::Write,
+                ok(&root.join("outputs/r.md")),
+            ),
+            (
+                "/mnt/user-data/uploads/in.csv",
+                Access::Read,
+                ok(&root.join("uploads/in.csv")),
+            ),
+            (
+                "/mnt/user-data/outputs/../../x",
+                Access::Read,
+                Err(OUTSIDE.into()),
+            ),
+            ("/mnt/user-data", Access::Read, Err(OUTSIDE.into())),
+            (
+                "/mnt/skills/demo/SKILL.md",
+                Access::Read,
+                ok(&skills.join("demo/SKILL.md")),
+            ),
+            (
+                "/mnt/skills/demo/SKILL.md",
+                Access::Write,
+                Err(SKILLS_READ_ONLY.into()),
+            ),
+            (
+                "/mnt/skills/../secret.txt",
+                Access::Read,
+                Err(OUTSIDE.into()),
+            ),
+            (
+                "new/dir/file.txt",
+                Access::Write,
+                ok(&root.join("new/dir/file.txt")),
+            ),
+        ];
+        for (input, access, want) in cases {
+            assert_eq!(w.resolve(input, access), want, "input {input:?} {access:?}");
+        }
+    }
+
+    #[test]
+    fn skills_missing_means_none() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = Workspace::new(ws.path(), Some(&ws.path().join("nope"))).unwrap();
+        assert!(w.skills_root().is_none());
+        assert!(w.resolve("/mnt/skills/x", Access::Read).is_err());
+    }
+
+    #[test]
+    fn display_paths() {
+        let (_ws, _other, w) = setup();
+        assert_eq!(w.display_path(w.root()), ".");
+        assert_eq!(w.display_path(&w.root().join("src/a.txt")), "src/a.txt");
+        let skill = w.skills_root().unwrap().join("demo/SKILL.md");
+        assert_eq!(w.display_path(&skill), "/mnt/skills/demo/SKILL.md");
+        assert_eq!(w.display_path(w.skills_root().unwrap()), "/mnt/skills");
+    }
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("/../../a")), PathBuf::from("/a"));
+    }
+}
