@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::deerflow::provider_of;
-use super::keypath::KeyPath;
+use super::keypath::{KeyPath, Seg};
 use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
 
 /// A problem at a key path (the file line is added by the caller, who has the text).
@@ -105,11 +105,13 @@ fn humanize(path: KeyPath, msg: &str) -> Problem {
         .strip_prefix("invalid type: ")
         .or_else(|| msg.strip_prefix("invalid value: "));
     if let Some((found, expected)) = body.and_then(|b| b.rsplit_once(", expected ")) {
-        let text = format!(
-            "expected {}, found {}",
-            expected_text(expected),
+        // Never echo what was found in a secret's place.
+        let found = if path.0.last() == Some(&Seg::Key("api_key".into())) {
+            "a value of another type".to_string()
+        } else {
             found_text(found)
-        );
+        };
+        let text = format!("expected {}, found {found}", expected_text(expected));
         return (path, text);
     }
     (path, msg.to_string())
@@ -192,6 +194,15 @@ mod tests {
         );
         assert_eq!(cfg.models.len(), 1);
         assert!(cfg.subagents.custom_agents.contains_key("ok"));
+    }
+
+    #[test]
+    fn api_key_type_errors_do_not_echo_the_value() {
+        let (_, p) = run("models: [{name: a, api_key: 123456789}]");
+        assert_eq!(
+            p,
+            ["models[0].api_key: expected a string, found a value of another type"]
+        );
     }
 
     #[test]

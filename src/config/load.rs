@@ -98,7 +98,7 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         return Err(ConfigError::Invalid { problems });
     }
     if let Some(p) = config.skills.path.take() {
-        config.skills.path = Some(base_dir.join(p));
+        config.skills.path = Some(anchor(&p, &base_dir, env));
     }
     Ok(LoadedConfig {
         config,
@@ -107,6 +107,14 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         ignored,
         warnings,
     })
+}
+
+/// A path from the file: `~/…` is under `$HOME`, a relative one under the file's directory.
+fn anchor(p: &Path, base_dir: &Path, env: &Env) -> PathBuf {
+    match (p.strip_prefix("~"), env.get("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => base_dir.join(p),
+    }
 }
 
 /// The lookup order of contract §2; a named file (flag or env) must be readable.

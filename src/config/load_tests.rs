@@ -265,6 +265,10 @@ fn relative_paths_are_relative_to_the_file() {
     let loaded = load_with(&opts(&elsewhere, Some(file), &[]), &Env::empty()).unwrap();
     assert_eq!(loaded.base_dir, dir.path().join("conf"));
     assert_eq!(loaded.skills_dir(), dir.path().join("conf/my-skills"));
+    let file = write(dir.path(), "conf/home.yaml", "skills: {path: ~/sk}\n");
+    let env = Env::from_pairs([("HOME", "/home/u")]);
+    let loaded = load_with(&opts(&elsewhere, Some(file), &[]), &env).unwrap();
+    assert_eq!(loaded.skills_dir(), PathBuf::from("/home/u/sk"));
 }
 
 #[test]

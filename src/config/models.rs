@@ -227,7 +227,8 @@ fn entry_http(
         base.push_str("/v1");
     }
     let key = match &m.api_key {
-        Some(raw) => Some(field(raw, at, "api_key", env)?),
+        // An empty key is no key (a blanked-out template value).
+        Some(raw) => Some(field(raw, at, "api_key", env)?).filter(|k| !k.trim().is_empty()),
         None => env.get(key_var),
     };
     if key.is_none() && needs_key(&base) {

@@ -163,6 +163,14 @@ fn missing_key_for_hosted_api() {
         e.to_string(),
         "config error: models[0] ('a') needs an API key: set api_key in the config or OPENAI_API_KEY"
     );
+    let (_d2, blank) = loaded("models: [{name: a, model: m, api_key: ''}]", &Env::empty());
+    let e = err(resolve_model_with(
+        &blank,
+        "a",
+        Path::new("/"),
+        &Env::empty(),
+    ));
+    assert!(matches!(e, ConfigError::MissingSecret(_)), "{e}");
     let env = Env::from_pairs([("OPENAI_API_KEY", SECRET)]);
     let m = resolve_model_with(&l, "a", Path::new("/"), &env).unwrap();
     assert_eq!(m.http.unwrap().api_key.as_deref(), Some(SECRET));
