@@ -1,0 +1,242 @@
+//! Typed decoding of the prepared YAML tree, section by section and entry by entry, so one
+//! bad model or agent does not hide the problems of the others (`config check` lists all).
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde_yaml_ng::{Mapping, Value};
+
+use super::deerflow::provider_of;
+use super::keypath::{KeyPath, Seg};
+use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
+
+/// A problem at a key path (the file line is added by the caller, who has the text).
+pub type Problem = (KeyPath, String);
+
+/// Decodes the whole tree; `problems` is empty when the config is valid.
+pub fn decode(root: &Mapping, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) -> Config {
+    let top = KeyPath::root();
+    let mut cfg = Config::default();
+    if let Some(v) = root.get("models") {
+        cfg.models = decode_models(v, &top.key("models"), problems);
+    }
+    if let Some(v) = root.get("subagents") {
+        cfg.subagents = decode_subagents(v, &top.key("subagents"), problems);
+    }
+    if let Some(v) = root.get("sandbox") {
+        cfg.sandbox = decode_as(v.clone(), &top.key("sandbox"), problems).unwrap_or_default();
+    }
+    if let Some(v) = root.get("skills") {
+        cfg.skills = decode_as(v.clone(), &top.key("skills"), problems).unwrap_or_default();
+    }
+    if let Some(v) = root.get("loop_detection") {
+        cfg.loop_detection =
+            decode_as(v.clone(), &top.key("loop_detection"), problems).unwrap_or_default();
+    }
+    if let Some(v) = root.get("token_budget") {
+        cfg.token_budget =
+            decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();
+    }
+    super::validate::validate(&mut cfg, problems, warnings);
+    cfg
+}
+
+/// Decodes one sub-tree, recording the first type error with its full key path.
+pub fn decode_as<T: DeserializeOwned>(
+    value: Value,
+    at: &KeyPath,
+    problems: &mut Vec<Problem>,
+) -> Option<T> {
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let path = at.join_serde(e.path());
+            problems.push(humanize(path, &e.into_inner().to_string()));
+            None
+        }
+    }
+}
+
+fn decode_models(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> Vec<ModelEntry> {
+    let Some(items) = decode_as::<Vec<Value>>(v.clone(), at, problems) else {
+        return Vec::new();
+    };
+    let mut models = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if let Some(mut entry) = decode_as::<ModelEntry>(item, &at.index(i), problems) {
+            entry.provider = provider_of(&entry.use_);
+            models.push(entry);
+        }
+    }
+    models
+}
+
+fn decode_subagents(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> SubagentsConfig {
+    let Value::Mapping(map) = v else {
+        return decode_as(v.clone(), at, problems).unwrap_or_default();
+    };
+    // Custom agents decode one by one so each bad agent is reported.
+    let mut rest = map.clone();
+    let custom = rest.remove("custom_agents");
+    let mut sub: SubagentsConfig =
+        decode_as(Value::Mapping(rest), at, problems).unwrap_or_default();
+    if let Some(custom) = custom {
+        let at = at.key("custom_agents");
+        let entries: BTreeMap<String, Value> = decode_as(custom, &at, problems).unwrap_or_default();
+        for (name, value) in entries {
+            if let Some(agent) = decode_as::<CustomAgent>(value, &at.key(&name), problems) {
+                sub.custom_agents.insert(name, agent);
+            }
+        }
+    }
+    sub
+}
+
+/// Turns serde's wording into the contract's: `expected a number, found "abc"`, and a
+/// missing field into a problem at that field's own path.
+fn humanize(path: KeyPath, msg: &str) -> Problem {
+    if let Some(field) = msg
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        return (path.key(field), "required key is missing".to_string());
+    }
+    let body = msg
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.strip_prefix("invalid value: "));
+    if let Some((found, expected)) = body.and_then(|b| b.rsplit_once(", expected ")) {
+        // Never echo what was found in a secret's place.
+        let found = if path.0.last() == Some(&Seg::Key("api_key".into())) {
+            "a value of another type".to_string()
+        } else {
+            found_text(found)
+        };
+        let text = format!("expected {}, found {found}", expected_text(expected));
+        return (path, text);
+    }
+    (path, msg.to_string())
+}
+
+fn expected_text(e: &str) -> String {
+    match e {
+        "f64" | "f32" => "a number".into(),
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a non-negative integer".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "an integer".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "a mapping".into(),
+        s if s.starts_with("struct ") => "a mapping".into(),
+        s => s.to_string(),
+    }
+}
+
+fn found_text(f: &str) -> String {
+    let unquote = |s: &str| s.trim_matches('`').to_string();
+    if let Some(s) = f.strip_prefix("string ") {
+        return s.to_string();
+    }
+    for prefix in ["integer ", "floating point ", "boolean "] {
+        if let Some(s) = f.strip_prefix(prefix) {
+            return unquote(s);
+        }
+    }
+    match f {
+        "unit value" => "null".into(),
+        "sequence" => "a list".into(),
+        "map" => "a mapping".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> (Config, Vec<String>) {
+        let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+        let cfg = decode(&root, &mut problems, &mut warnings);
+        (
+            cfg,
+            problems
+                .into_iter()
+                .map(|(p, m)| format!("{p}: {m}"))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let (_, p) = run("models: [{name: a, timeout: abc}]\nsandbox: {allow_host_bash: 3}\nsubagents: {max_concurrent: -1}");
+        assert_eq!(
+            p,
+            [
+                "models[0].timeout: expected a number, found \"abc\"",
+                "subagents.max_concurrent: expected a non-negative integer, found -1",
+                "sandbox.allow_host_bash: expected a boolean, found 3",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_bad_entry_is_reported() {
+        let (cfg, p) = run(
+            "models: [{name: a, max_retries: x}, {name: b}, {model: m}]\n\
+             subagents: {custom_agents: {r: {description: d}, s: {system_prompt: p}, ok: {description: d, system_prompt: p}}}",
+        );
+        assert_eq!(
+            p,
+            [
+                "models[0].max_retries: expected a non-negative integer, found \"x\"",
+                "models[2].name: required key is missing",
+                "subagents.custom_agents.r.system_prompt: required key is missing",
+                "subagents.custom_agents.s.description: required key is missing",
+            ]
+        );
+        assert_eq!(cfg.models.len(), 1);
+        assert!(cfg.subagents.custom_agents.contains_key("ok"));
+    }
+
+    #[test]
+    fn api_key_type_errors_do_not_echo_the_value() {
+        let (_, p) = run("models: [{name: a, api_key: 123456789}]");
+        assert_eq!(
+            p,
+            ["models[0].api_key: expected a string, found a value of another type"]
+        );
+    }
+
+    #[test]
+    fn durations_accept_ints_and_floats_and_aliases() {
+        let (cfg, p) = run(
+            "models:\n - {name: a, timeout: 30}\n - {name: b, request_timeout: 600.0}\n - {name: c, default_request_timeout: 1.5, stream_idle_timeout: 7}\n\
+             subagents: {timeout_seconds: 60.5}\nsandbox: {bash_command_timeout: 10}",
+        );
+        assert!(p.is_empty(), "{p:?}");
+        let t: Vec<f64> = cfg.models.iter().map(|m| m.timeout).collect();
+        assert_eq!(t, [30.0, 600.0, 1.5]);
+        assert_eq!(cfg.models[2].stream_idle_timeout, 7.0);
+        assert_eq!(cfg.models[0].stream_idle_timeout, 120.0);
+        assert_eq!(cfg.subagents.timeout_seconds, 60.5);
+        assert_eq!(cfg.sandbox.bash_command_timeout, 10.0);
+    }
+
+    #[test]
+    fn aliases_and_pricing() {
+        let (cfg, p) = run(
+            concat!(
+                "models:\n",
+                " - {name: a, use: langchain_openai:ChatOpenAI, api_base: http://x/v1,\n",
+                "    pricing: {input_per_million: 8.0, output_per_million: 32, input_cache_hit_per_million: 0.8}}\n",
+                " - {name: b, price: {input_per_mtok: 0.15, output_per_mtok: 0.6}}\n",
+            ),
+        );
+        assert!(p.is_empty(), "{p:?}");
+        let a = &cfg.models[0];
+        assert_eq!(a.base_url.as_deref(), Some("http://x/v1"));
+        let price = a.price.as_ref().unwrap();
+        assert_eq!((price.input_per_mtok, price.output_per_mtok), (8.0, 32.0));
+        assert_eq!(price.input_cache_hit_per_mtok, Some(0.8));
+        assert_eq!(cfg.models[1].price.as_ref().unwrap().output_per_mtok, 0.6);
+        assert_eq!(cfg.models[1].use_, "openai");
+    }
+}

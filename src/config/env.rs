@@ -1,0 +1,154 @@
+//! Environment access and `$VAR` expansion.
+//!
+//! Everything reads the environment through [`Env`] so tests can inject variables instead
+//! of mutating the process environment (tests run in parallel).
+
+use std::collections::BTreeMap;
+
+use serde_yaml_ng::Value;
+
+use super::keypath::KeyPath;
+
+/// A source of environment variables: the process's, or a fixed map.
+#[derive(Debug, Clone)]
+pub struct Env {
+    fixed: Option<BTreeMap<String, String>>,
+}
+
+impl Env {
+    /// The real process environment.
+    pub fn process() -> Self {
+        Self { fixed: None }
+    }
+
+    /// No variables at all (tests).
+    pub fn empty() -> Self {
+        Self {
+            fixed: Some(BTreeMap::new()),
+        }
+    }
+
+    /// A fixed set of variables (nothing else is visible).
+    pub fn from_pairs<I, K, V>(pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let map = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        Self { fixed: Some(map) }
+    }
+
+    /// The variable's value; an empty value counts as unset (`export KEY=` in a script
+    /// usually means "no key", not "the empty key").
+    pub fn get(&self, name: &str) -> Option<String> {
+        let v = match &self.fixed {
+            Some(map) => map.get(name).cloned(),
+            None => std::env::var(name).ok(),
+        };
+        v.filter(|s| !s.is_empty())
+    }
+}
+
+/// The variable a config string refers to: `$NAME` (the whole value) with a valid name.
+pub fn var_name(s: &str) -> Option<&str> {
+    let name = s.strip_prefix('$')?;
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    let valid = (first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some(name)
+}
+
+/// Expands a raw string; `Err(name)` when it names a variable that is unset.
+pub fn expand(raw: &str, env: &Env) -> Result<String, String> {
+    match var_name(raw) {
+        Some(name) => env.get(name).ok_or_else(|| name.to_string()),
+        None => Ok(raw.to_string()),
+    }
+}
+
+/// Expands every `$VAR` string in a used section (not `models`, which expands lazily).
+/// Returns one problem per unset variable.
+pub fn expand_tree(
+    value: &mut Value,
+    path: &KeyPath,
+    env: &Env,
+    problems: &mut Vec<(KeyPath, String)>,
+) {
+    match value {
+        Value::String(s) => {
+            if let Some(name) = var_name(s) {
+                match env.get(name) {
+                    Some(v) => *value = typed_scalar(v),
+                    None => problems.push((path.clone(), unset_message(name))),
+                }
+            }
+        }
+        Value::Sequence(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                expand_tree(item, &path.index(i), env, problems);
+            }
+        }
+        Value::Mapping(map) => {
+            for (k, v) in map.iter_mut() {
+                let key = k.as_str().unwrap_or_default();
+                expand_tree(v, &path.key(key), env, problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+pub fn unset_message(name: &str) -> String {
+    format!("environment variable {name} is not set")
+}
+
+/// A variable's text read as YAML when it is a number or boolean (`max_concurrent: $N`),
+/// else kept as a string.
+fn typed_scalar(text: String) -> Value {
+    match serde_yaml_ng::from_str::<Value>(&text) {
+        Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
+        _ => Value::String(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn var_names() {
+        assert_eq!(var_name("$OPENAI_API_KEY"), Some("OPENAI_API_KEY"));
+        assert_eq!(var_name("$_x1"), Some("_x1"));
+        assert_eq!(var_name("$"), None);
+        assert_eq!(var_name("$1A"), None);
+        assert_eq!(var_name("$A B"), None);
+        assert_eq!(var_name("sk-$A"), None);
+    }
+
+    #[test]
+    fn expand_reads_injected_env() {
+        let env = Env::from_pairs([("A", "1"), ("EMPTY", "")]);
+        assert_eq!(expand("$A", &env), Ok("1".to_string()));
+        assert_eq!(expand("plain", &env), Ok("plain".to_string()));
+        assert_eq!(expand("$EMPTY", &env), Err("EMPTY".to_string()));
+        assert_eq!(expand("$B", &env), Err("B".to_string()));
+    }
+
+    #[test]
+    fn expand_tree_types_numbers_and_reports_unset() {
+        let env = Env::from_pairs([("N", "4"), ("P", "/x")]);
+        let mut v: Value = serde_yaml_ng::from_str("a: $N\nb: [$P, $NOPE]").unwrap();
+        let mut problems = Vec::new();
+        expand_tree(&mut v, &KeyPath::root().key("s"), &env, &mut problems);
+        assert_eq!(v["a"], Value::from(4));
+        assert_eq!(v["b"][0], Value::from("/x"));
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].0.to_string(), "s.b[1]");
+        assert_eq!(problems[0].1, "environment variable NOPE is not set");
+    }
+}

@@ -1,0 +1,272 @@
+//! Lookup, parsing and layering: defaults → file → `--set` (env and flags are layered by
+//! the caller through `model_choice` and the run's flags).
+
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::{Mapping, Value};
+
+use super::decode::{decode, Problem};
+use super::deerflow::strip_ignored;
+use super::env::{expand_tree, Env};
+use super::error::ConfigError;
+use super::keypath::KeyPath;
+use super::locate::line_of;
+use super::schema::Config;
+use super::set::{apply_set, SetOverride};
+
+/// What `load` needs from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--config PATH` (relative to `cwd`).
+    pub explicit: Option<PathBuf>,
+    /// `--set KEY=VALUE`, in order (later wins).
+    pub sets: Vec<SetOverride>,
+    /// The process's current directory (not `-C`).
+    pub cwd: PathBuf,
+}
+
+/// The effective configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// The file read, if any.
+    pub source: Option<PathBuf>,
+    /// The file's directory (relative paths in it are relative to this), else the cwd.
+    pub base_dir: PathBuf,
+    /// Dotted paths of the keys deerflow ignored (`memory`, `models[0].display_name`).
+    pub ignored: Vec<String>,
+    /// Other non-fatal notes.
+    pub warnings: Vec<String>,
+}
+
+impl LoadedConfig {
+    /// One `config_ignored` message naming every ignored key, or `None` when there are none.
+    /// Paths that differ only in a list index are grouped (`models[*].display_name`).
+    pub fn ignored_warning(&self) -> Option<String> {
+        if self.ignored.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "ignored config keys deerflow does not use: {}",
+            group_ignored(&self.ignored).join(", ")
+        ))
+    }
+
+    /// The skills directory: `skills.path`, else `skills` beside the config file (or in the cwd).
+    pub fn skills_dir(&self) -> PathBuf {
+        self.config
+            .skills
+            .path
+            .clone()
+            .unwrap_or_else(|| self.base_dir.join("skills"))
+    }
+}
+
+/// Loads the configuration from the process environment.
+pub fn load(opts: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
+    load_with(opts, &Env::process())
+}
+
+/// `load` with an explicit environment (lookup variables, `$VAR`s).
+pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigError> {
+    let found = find_config(opts, env)?;
+    let (source, text) = match found {
+        Some((path, text)) => (Some(path), Some(text)),
+        None => (None, None),
+    };
+    let base_dir = source
+        .as_deref()
+        .and_then(Path::parent)
+        .map_or_else(|| opts.cwd.clone(), Path::to_path_buf);
+    let mut root = parse_root(text.as_deref(), source.as_deref())?;
+    for set in &opts.sets {
+        apply_set(&mut root, set).map_err(|m| ConfigError::Invalid { problems: vec![m] })?;
+    }
+    let mut ignored = Vec::new();
+    strip_ignored(&mut root, &mut ignored);
+    let mut problems = Vec::new();
+    let root = expand_used_sections(root, env, &mut problems);
+    let mut warnings = Vec::new();
+    let mut config = decode(&root, &mut problems, &mut warnings);
+    if !problems.is_empty() {
+        let origin = Origin {
+            text: text.as_deref(),
+            source: source.as_deref(),
+            sets: &opts.sets,
+        };
+        let problems = problems.iter().map(|p| origin.describe(p)).collect();
+        return Err(ConfigError::Invalid { problems });
+    }
+    if let Some(p) = config.skills.path.take() {
+        config.skills.path = Some(anchor(&p, &base_dir, env));
+    }
+    Ok(LoadedConfig {
+        config,
+        source,
+        base_dir,
+        ignored,
+        warnings,
+    })
+}
+
+/// A path from the file: `~/…` is under `$HOME`, a relative one under the file's directory.
+fn anchor(p: &Path, base_dir: &Path, env: &Env) -> PathBuf {
+    match (p.strip_prefix("~"), env.get("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => base_dir.join(p),
+    }
+}
+
+/// The lookup order of contract §2; a named file (flag or env) must be readable.
+fn find_config(opts: &LoadOptions, env: &Env) -> Result<Option<(PathBuf, String)>, ConfigError> {
+    if let Some(p) = &opts.explicit {
+        return read(opts.cwd.join(p), "--config").map(Some);
+    }
+    if let Some(p) = env.get("DEERFLOW_CONFIG") {
+        return read(opts.cwd.join(p), "$DEERFLOW_CONFIG").map(Some);
+    }
+    let mut candidates = vec![(opts.cwd.join("deerflow.yaml"), "./deerflow.yaml")];
+    // XDG says a relative XDG_CONFIG_HOME is invalid and must be ignored.
+    if let Some(xdg) = env
+        .get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        candidates.push((xdg.join("deerflow/config.yaml"), "$XDG_CONFIG_HOME"));
+    }
+    if let Some(home) = env.get("HOME") {
+        candidates.push((
+            PathBuf::from(home).join(".config/deerflow/config.yaml"),
+            "~/.config",
+        ));
+    }
+    for (path, origin) in candidates {
+        if path.exists() {
+            return read(path, origin).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+fn read(path: PathBuf, origin: &str) -> Result<(PathBuf, String), ConfigError> {
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok((path, text)),
+        Err(e) => Err(ConfigError::Unreadable {
+            path,
+            origin: origin.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Parses the file into a mapping (no file, or an empty one, is an empty mapping).
+fn parse_root(text: Option<&str>, source: Option<&Path>) -> Result<Value, ConfigError> {
+    let (Some(text), Some(path)) = (text, source) else {
+        return Ok(Value::Mapping(Mapping::new()));
+    };
+    let syntax = |e: serde_yaml_ng::Error| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        message: e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let mut value: Value = serde_yaml_ng::from_str(text).map_err(syntax)?;
+    // DeerFlow files may use `<<: *anchor` merge keys; resolve them like PyYAML does.
+    value.apply_merge().map_err(syntax)?;
+    match value {
+        Value::Null => Ok(Value::Mapping(Mapping::new())),
+        v @ Value::Mapping(_) => Ok(v),
+        _ => Err(ConfigError::Invalid {
+            problems: vec![format!(
+                "{}: the top level must be a mapping of sections (models:, subagents:, …)",
+                path.display()
+            )],
+        }),
+    }
+}
+
+/// Expands `$VAR`s in every used section but `models` (model secrets expand only when the
+/// model is resolved, so an unset key hurts only the model that needs it).
+fn expand_used_sections(root: Value, env: &Env, problems: &mut Vec<Problem>) -> Mapping {
+    let Value::Mapping(mut map) = root else {
+        return Mapping::new();
+    };
+    for (k, v) in map.iter_mut() {
+        match k.as_str() {
+            Some("models") | None => {}
+            Some(section) => expand_tree(v, &KeyPath::root().key(section), env, problems),
+        }
+    }
+    map
+}
+
+/// Where a problem's value came from, to point the user at the right place.
+struct Origin<'a> {
+    text: Option<&'a str>,
+    source: Option<&'a Path>,
+    sets: &'a [SetOverride],
+}
+
+impl Origin<'_> {
+    fn describe(&self, (path, msg): &Problem) -> String {
+        // The last matching --set is the one that took effect.
+        if let Some(set) = self
+            .sets
+            .iter()
+            .rev()
+            .find(|s| path.starts_with_set(&s.path))
+        {
+            return format!("{path}: {msg} (from --set {})", set.key());
+        }
+        let (Some(text), Some(file)) = (self.text, self.source) else {
+            return format!("{path}: {msg}");
+        };
+        // A missing key has no line of its own: point at the nearest enclosing key.
+        let mut at = path.clone();
+        loop {
+            if let Some(line) = line_of(text, &at) {
+                return format!("{path}: {msg} (line {line} of {})", file.display());
+            }
+            if at.0.pop().is_none() {
+                return format!("{path}: {msg} (in {})", file.display());
+            }
+        }
+    }
+}
+
+/// Collapses list indexes (`models[0].x`, `models[2].x` → `models[*].x`) when a key is
+/// ignored in more than one entry, keeping first-seen order.
+fn group_ignored(ignored: &[String]) -> Vec<String> {
+    let generic = |p: &str| {
+        let mut out = String::new();
+        let mut in_index = false;
+        for c in p.chars() {
+            match c {
+                '[' => {
+                    in_index = true;
+                    out.push_str("[*]");
+                }
+                ']' => in_index = false,
+                _ if in_index => {}
+                _ => out.push(c),
+            }
+        }
+        out
+    };
+    let mut shown: Vec<String> = Vec::new();
+    for p in ignored {
+        let g = generic(p);
+        let many = ignored.iter().filter(|q| generic(q) == g).count() > 1;
+        let label = if many { g } else { p.clone() };
+        if !shown.contains(&label) {
+            shown.push(label);
+        }
+    }
+    shown
+}
+
+#[cfg(test)]
+#[path = "load_tests.rs"]
+mod tests;

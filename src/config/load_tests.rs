@@ -1,0 +1,313 @@
+use std::fs;
+use std::path::Path;
+
+use super::*;
+use crate::config::{parse_set, Env, LoopDetectionConfig};
+
+const DEERFLOW_EXAMPLE: &str =
+    include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).unwrap();
+    }
+    fs::write(&path, text).unwrap();
+    path
+}
+
+fn opts(dir: &Path, explicit: Option<PathBuf>, sets: &[&str]) -> LoadOptions {
+    LoadOptions {
+        explicit,
+        sets: sets.iter().map(|s| parse_set(s).unwrap()).collect(),
+        cwd: dir.to_path_buf(),
+    }
+}
+
+fn load_text(text: &str, sets: &[&str], env: &Env) -> Result<LoadedConfig, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "config.yaml", text);
+    load_with(&opts(dir.path(), Some(file), sets), env)
+}
+
+fn err_text(r: Result<LoadedConfig, ConfigError>) -> String {
+    r.expect_err("expected a config error").to_string()
+}
+
+#[test]
+fn deerflow_example_loads_as_it_is() {
+    let loaded = load_text(DEERFLOW_EXAMPLE, &[], &Env::empty()).unwrap();
+    let cfg = &loaded.config;
+    assert!(cfg.models.is_empty());
+    assert_eq!(cfg.sandbox.use_, "local");
+    assert!(!cfg.sandbox.allow_host_bash);
+    assert!(!cfg.token_budget.enabled);
+    assert_eq!(cfg.token_budget.max_tokens, 200_000);
+    assert_eq!(cfg.loop_detection, LoopDetectionConfig::default());
+    for key in [
+        "config_version",
+        "log_level",
+        "memory",
+        "title",
+        "tools",
+        "tool_groups",
+        "database",
+        "summarization",
+        "skills.container_path",
+        "token_budget.max_input_tokens",
+        "token_budget.warn_threshold",
+        "loop_detection.max_tracked_threads",
+    ] {
+        assert!(
+            loaded.ignored.iter().any(|k| k == key),
+            "{key} not in {:?}",
+            loaded.ignored
+        );
+    }
+    assert!(!loaded
+        .ignored
+        .iter()
+        .any(|k| k == "sandbox" || k == "models"));
+    let warning = loaded.ignored_warning().unwrap();
+    assert!(
+        warning.starts_with("ignored config keys deerflow does not use: config_version, log_level")
+    );
+    assert!(!warning.contains('\n'));
+    // The example has no skills.path: the default sits beside the file.
+    assert_eq!(loaded.skills_dir(), loaded.base_dir.join("skills"));
+}
+
+#[test]
+fn vars_in_ignored_sections_are_never_read() {
+    let text = "memory: {api_key: $DF_TEST_NEVER_SET_1}\nchannels: {x: $DF_TEST_NEVER_SET_2}\n";
+    let loaded = load_text(text, &[], &Env::from_pairs([("HOME", "/nonexistent")])).unwrap();
+    assert_eq!(loaded.ignored, ["memory", "channels"]);
+}
+
+#[test]
+fn vars_in_used_sections_are_expanded() {
+    let env = Env::from_pairs([("DF_SKILLS", "/opt/skills"), ("DF_N", "7")]);
+    let loaded = load_text(
+        "skills: {path: $DF_SKILLS}\nsubagents: {max_concurrent: $DF_N}\n",
+        &[],
+        &env,
+    )
+    .unwrap();
+    assert_eq!(loaded.skills_dir(), PathBuf::from("/opt/skills"));
+    assert_eq!(loaded.config.subagents.max_concurrent, 7);
+    let e = err_text(load_text("skills: {path: $DF_UNSET}\n", &[], &env));
+    assert!(
+        e.contains("skills.path: environment variable DF_UNSET is not set (line 1 of "),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_names_key_path_and_line() {
+    let text = "# models\nmodels:\n  - name: a\n    use: openai\n    model: m\n    timeout: abc\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "config.yaml", text);
+    let e = err_text(load_with(
+        &opts(dir.path(), Some(file.clone()), &[]),
+        &Env::empty(),
+    ));
+    let want = format!(
+        "config error: models[0].timeout: expected a number, found \"abc\" (line 6 of {})",
+        file.display()
+    );
+    assert_eq!(e, want);
+}
+
+#[test]
+fn aliased_key_errors_point_at_the_line() {
+    let text = "models:\n  - name: a\n    request_timeout: [1]\n";
+    let e = err_text(load_text(text, &[], &Env::empty()));
+    assert!(
+        e.contains("models[0].request_timeout: expected a number, found a list (line 3 of"),
+        "{e}"
+    );
+}
+
+#[test]
+fn several_problems_are_summarized_on_one_line() {
+    let text = "sandbox: {use: deerflow.community.aio_sandbox:AioSandboxProvider}\nsubagents:\n  custom_agents:\n    r: {system_prompt: x}\n";
+    let err = load_text(text, &[], &Env::empty()).unwrap_err();
+    let problems = err.problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0]
+        .starts_with("subagents.custom_agents.r.description: required key is missing (line 4 of"));
+    assert!(problems[1].starts_with(
+        "sandbox.use: deerflow.community.aio_sandbox:AioSandboxProvider is not supported"
+    ));
+    let line = err.to_string();
+    assert!(
+        line.contains("(and 1 more; run `deerflow config check`"),
+        "{line}"
+    );
+    assert!(!line.contains('\n'));
+}
+
+#[test]
+fn syntax_errors_carry_a_line() {
+    let e = err_text(load_text(
+        "models:\n  - name: a\n   bad: [\n",
+        &[],
+        &Env::empty(),
+    ));
+    assert!(e.starts_with("config error: "), "{e}");
+    assert!(e.contains("invalid YAML"), "{e}");
+    assert!(e.contains("line"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn set_beats_file_and_errors_name_the_flag() {
+    let text =
+        "subagents: {timeout_seconds: 100, max_concurrent: 2}\nmodels: [{name: a, model: x}]\n";
+    let sets = [
+        "subagents.timeout_seconds=60",
+        "models.0.model=y",
+        "token_budget={enabled: true}",
+    ];
+    let loaded = load_text(text, &sets, &Env::empty()).unwrap();
+    assert_eq!(loaded.config.subagents.timeout_seconds, 60.0);
+    assert_eq!(loaded.config.subagents.max_concurrent, 2);
+    assert_eq!(loaded.config.models[0].model.as_deref(), Some("y"));
+    assert!(loaded.config.token_budget.enabled);
+    let e = err_text(load_text(
+        text,
+        &["subagents.max_concurrent=lots"],
+        &Env::empty(),
+    ));
+    assert!(
+        e.ends_with("subagents.max_concurrent: expected a non-negative integer, found \"lots\" (from --set subagents.max_concurrent)"),
+        "{e}"
+    );
+    let e = err_text(load_text(text, &["models.4.model=z"], &Env::empty()));
+    assert!(e.contains("out of range"), "{e}");
+}
+
+#[test]
+fn set_works_without_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::from_pairs([("HOME", dir.path().to_str().unwrap())]);
+    let loaded = load_with(
+        &opts(dir.path(), None, &["sandbox.allow_host_bash=true"]),
+        &env,
+    )
+    .unwrap();
+    assert!(loaded.source.is_none());
+    assert!(loaded.config.sandbox.allow_host_bash);
+    assert_eq!(loaded.base_dir, dir.path());
+}
+
+#[test]
+fn lookup_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let cwd = root.join("cwd");
+    fs::create_dir_all(&cwd).unwrap();
+    let home = root.join("home");
+    let xdg = root.join("xdg");
+    let marker = |n: u32| format!("subagents: {{max_concurrent: {n}}}\n");
+    let home_file = write(&home, ".config/deerflow/config.yaml", &marker(1));
+    let xdg_file = write(&xdg, "deerflow/config.yaml", &marker(2));
+    let cwd_file = write(&cwd, "deerflow.yaml", &marker(3));
+    let env_file = write(root, "env.yaml", &marker(4));
+    let flag_file = write(root, "flag.yaml", &marker(5));
+    let env = Env::from_pairs([
+        ("HOME", home.to_str().unwrap()),
+        ("XDG_CONFIG_HOME", xdg.to_str().unwrap()),
+        ("DEERFLOW_CONFIG", env_file.to_str().unwrap()),
+    ]);
+    let pick = |explicit: Option<PathBuf>, env: &Env| {
+        let l = load_with(&opts(&cwd, explicit, &[]), env).unwrap();
+        (l.config.subagents.max_concurrent, l.source)
+    };
+    assert_eq!(pick(Some(flag_file.clone()), &env), (5, Some(flag_file)));
+    assert_eq!(pick(None, &env), (4, Some(env_file)));
+    let env = Env::from_pairs([
+        ("HOME", home.to_str().unwrap()),
+        ("XDG_CONFIG_HOME", xdg.to_str().unwrap()),
+    ]);
+    assert_eq!(pick(None, &env), (3, Some(cwd_file.clone())));
+    fs::remove_file(&cwd_file).unwrap();
+    assert_eq!(pick(None, &env), (2, Some(xdg_file.clone())));
+    fs::remove_file(&xdg_file).unwrap();
+    assert_eq!(pick(None, &env), (1, Some(home_file.clone())));
+    fs::remove_file(&home_file).unwrap();
+    assert_eq!(pick(None, &env), (3, None));
+}
+
+#[test]
+fn named_files_must_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = err_text(load_with(
+        &opts(dir.path(), Some("nope.yaml".into()), &[]),
+        &Env::empty(),
+    ));
+    assert!(e.starts_with("config error: cannot read "), "{e}");
+    assert!(e.contains("nope.yaml (--config)"), "{e}");
+    let env = Env::from_pairs([("DEERFLOW_CONFIG", "missing.yaml")]);
+    let e = err_text(load_with(&opts(dir.path(), None, &[]), &env));
+    assert!(e.contains("missing.yaml ($DEERFLOW_CONFIG)"), "{e}");
+}
+
+#[test]
+fn relative_paths_are_relative_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "conf/config.yaml",
+        "skills: {path: my-skills}\n",
+    );
+    let elsewhere = dir.path().join("elsewhere");
+    let loaded = load_with(&opts(&elsewhere, Some(file), &[]), &Env::empty()).unwrap();
+    assert_eq!(loaded.base_dir, dir.path().join("conf"));
+    assert_eq!(loaded.skills_dir(), dir.path().join("conf/my-skills"));
+    let file = write(dir.path(), "conf/home.yaml", "skills: {path: ~/sk}\n");
+    let env = Env::from_pairs([("HOME", "/home/u")]);
+    let loaded = load_with(&opts(&elsewhere, Some(file), &[]), &env).unwrap();
+    assert_eq!(loaded.skills_dir(), PathBuf::from("/home/u/sk"));
+}
+
+#[test]
+fn empty_and_null_sections_are_defaults() {
+    let loaded = load_text("models:\nsubagents:\n", &[], &Env::empty()).unwrap();
+    assert_eq!(loaded.config, Config::default());
+    assert!(load_text("", &[], &Env::empty()).is_ok());
+    let e = err_text(load_text("- a\n- b\n", &[], &Env::empty()));
+    assert!(e.contains("the top level must be a mapping"), "{e}");
+}
+
+#[test]
+fn ignored_keys_are_grouped_across_models() {
+    let text = "models:\n  - {name: a, display_name: A, supports_vision: true}\n  - {name: b, display_name: B}\ntitle: {}\n";
+    let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    assert_eq!(
+        loaded.ignored_warning().unwrap(),
+        "ignored config keys deerflow does not use: models[*].display_name, models[0].supports_vision, title"
+    );
+}
+
+#[test]
+fn ranges_are_checked() {
+    let e = err_text(load_text(
+        "subagents: {max_concurrent: 0}\n",
+        &[],
+        &Env::empty(),
+    ));
+    assert!(
+        e.contains("subagents.max_concurrent: expected 1..=64, found 0 (line 1"),
+        "{e}"
+    );
+    let e = err_text(load_text(
+        "models: [{name: a, timeout: -1}]\n",
+        &[],
+        &Env::empty(),
+    ));
+    assert!(
+        e.contains("models[0].timeout: expected a positive number of seconds"),
+        "{e}"
+    );
+}

@@ -1,0 +1,36 @@
+//! The configuration (contract §2): the YAML model, lookup order, `--set`, `$VAR`
+//! expansion, DeerFlow compatibility, model resolution, and `config check`/`show`.
+//!
+//! Pipeline of `load`: find the file → parse to a YAML tree → apply `--set` → strip and
+//! record ignored keys → expand `$VAR`s (not in `models`, which expand on resolution) →
+//! decode section by section → validate. Each step's errors carry the key path; the file
+//! line is looked up in the original text at the end.
+
+mod decode;
+mod deerflow;
+mod env;
+mod error;
+mod keypath;
+mod load;
+mod locate;
+mod models;
+mod report;
+mod schema;
+mod set;
+mod validate;
+
+pub use deerflow::provider_of;
+pub use env::Env;
+pub use error::ConfigError;
+pub use load::{load, load_with, LoadOptions, LoadedConfig};
+pub use models::{
+    model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
+};
+pub use report::{
+    check, check_report, check_report_with, check_with, show_json, show_yaml, CheckReport,
+};
+pub use schema::{
+    AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, ProviderKind,
+    SandboxConfig, SkillsConfig, SubagentsConfig, TokenBudgetConfig,
+};
+pub use set::{parse_set, SetOverride};

@@ -1,0 +1,281 @@
+use std::fs;
+
+use super::*;
+use crate::config::{load_with, parse_set, LoadOptions};
+
+const SECRET: &str = "sk-test-secret-value";
+
+/// A config in a temp dir (kept alive by the returned guard).
+fn loaded(text: &str, env: &Env) -> (tempfile::TempDir, LoadedConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    fs::write(&file, text).unwrap();
+    let opts = LoadOptions {
+        explicit: Some(file),
+        sets: Vec::new(),
+        cwd: dir.path().to_path_buf(),
+    };
+    let l = load_with(&opts, env).unwrap();
+    (dir, l)
+}
+
+fn no_config() -> LoadedConfig {
+    let dir = std::env::temp_dir();
+    let opts = LoadOptions {
+        explicit: None,
+        sets: Vec::new(),
+        cwd: dir.join("deerflow-no-such-dir"),
+    };
+    load_with(&opts, &Env::empty()).unwrap()
+}
+
+fn err(r: Result<ResolvedModel, ConfigError>) -> ConfigError {
+    r.expect_err("expected an error")
+}
+
+#[test]
+fn choice_order() {
+    let (_d, l) = loaded(
+        "models: [{name: first, model: m}, {name: second, model: m}]",
+        &Env::empty(),
+    );
+    let env = Env::from_pairs([("DEERFLOW_MODEL", "second")]);
+    assert_eq!(
+        model_choice_with(Some("openai:x"), &l.config, &env).unwrap(),
+        "openai:x"
+    );
+    assert_eq!(model_choice_with(None, &l.config, &env).unwrap(), "second");
+    assert_eq!(
+        model_choice_with(None, &l.config, &Env::empty()).unwrap(),
+        "first"
+    );
+    let e = model_choice_with(None, &Config::default(), &Env::empty()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "config error: no model configured: pass --model PROVIDER:MODEL (e.g. --model openai:gpt-4o-mini or \
+         --model replay:cassette.json), set DEERFLOW_MODEL, or add a models: entry to the config"
+    );
+}
+
+#[test]
+fn provider_specs_read_the_environment() {
+    let l = no_config();
+    let env = Env::from_pairs([("OPENAI_API_KEY", SECRET), ("ANTHROPIC_API_KEY", "ak")]);
+    let m = resolve_model_with(&l, "openai:gpt-4o-mini", Path::new("/"), &env).unwrap();
+    assert_eq!(
+        (m.name.as_str(), m.provider, m.model.as_str()),
+        ("openai:gpt-4o-mini", "openai", "gpt-4o-mini")
+    );
+    let http = m.http.unwrap();
+    assert_eq!(http.base_url, "https://api.openai.com/v1");
+    assert_eq!(http.api_key.as_deref(), Some(SECRET));
+    assert_eq!(http.request_timeout, Duration::from_secs(600));
+    let m = resolve_model_with(&l, "anthropic:claude-sonnet-4-5", Path::new("/"), &env).unwrap();
+    assert_eq!(m.provider, "anthropic");
+    assert_eq!(m.http.unwrap().base_url, "https://api.anthropic.com");
+
+    let e = err(resolve_model_with(
+        &l,
+        "openai:gpt-4o",
+        Path::new("/"),
+        &Env::empty(),
+    ));
+    assert!(matches!(e, ConfigError::MissingSecret(_)));
+    assert!(e.to_string().contains("set OPENAI_API_KEY"), "{e}");
+    // A local server needs no key.
+    let env = Env::from_pairs([("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/")]);
+    let m = resolve_model_with(&l, "openai:qwen", Path::new("/"), &env).unwrap();
+    let http = m.http.unwrap();
+    assert_eq!(http.base_url, "http://127.0.0.1:8080/v1");
+    assert_eq!(http.api_key, None);
+}
+
+#[test]
+fn configured_entries() {
+    let text = "models:\n\
+      - {name: gpt, use: langchain_openai:ChatOpenAI, model: gpt-4o, api_key: $DF_T_KEY, request_timeout: 30.5, max_retries: 1, max_tokens: 100, temperature: 0.2, price: {input_per_mtok: 1, output_per_mtok: 2}}\n\
+      - {name: claude, use: langchain_anthropic:ChatAnthropic, model: c, base_url: 'https://proxy.example/v1'}\n\
+      - {name: local, use: langchain_ollama:ChatOllama, model: 'qwen3:32b', base_url: 'http://localhost:11434'}\n\
+      - {name: bare-ollama, use: langchain_ollama:ChatOllama, model: llama3}\n\
+      - {name: 'openai:shadow', use: replay, cassette: c.json}\n";
+    let env = Env::from_pairs([("DF_T_KEY", SECRET), ("ANTHROPIC_API_KEY", "ak")]);
+    let (dir, l) = loaded(text, &env);
+    fs::write(dir.path().join("c.json"), "{}").unwrap();
+    let cwd = Path::new("/");
+    let gpt = resolve_model_with(&l, "gpt", cwd, &env).unwrap();
+    assert_eq!(
+        (gpt.name.as_str(), gpt.provider, gpt.model.as_str()),
+        ("gpt", "openai", "gpt-4o")
+    );
+    assert_eq!(gpt.price.as_ref().map(|p| p.output_per_mtok), Some(2.0));
+    let http = gpt.http.unwrap();
+    assert_eq!(http.api_key.as_deref(), Some(SECRET));
+    assert_eq!(http.request_timeout, Duration::from_secs_f64(30.5));
+    assert_eq!(
+        (http.max_retries, http.max_tokens, http.temperature),
+        (1, Some(100), Some(0.2))
+    );
+    assert_eq!(http.stream_idle_timeout, Duration::from_secs(120));
+
+    let claude = resolve_model_with(&l, "claude", cwd, &env)
+        .unwrap()
+        .http
+        .unwrap();
+    assert_eq!(claude.base_url, "https://proxy.example");
+    assert_eq!(claude.api_key.as_deref(), Some("ak"));
+    let local = resolve_model_with(&l, "local", cwd, &env).unwrap();
+    assert_eq!(local.provider, "openai");
+    assert_eq!(
+        local.http.as_ref().unwrap().base_url,
+        "http://localhost:11434/v1"
+    );
+    assert_eq!(local.model, "qwen3:32b");
+    let bare = resolve_model_with(&l, "bare-ollama", cwd, &env)
+        .unwrap()
+        .http
+        .unwrap();
+    assert_eq!(bare.base_url, "http://localhost:11434/v1");
+    // A configured name wins over the PROVIDER:MODEL reading.
+    let shadow = resolve_model_with(&l, "openai:shadow", cwd, &env).unwrap();
+    assert_eq!(shadow.provider, "replay");
+    assert_eq!(shadow.cassette, Some(dir.path().join("c.json")));
+    assert_eq!(shadow.model, "c.json");
+}
+
+#[test]
+fn unset_var_names_key_and_var_but_not_secrets() {
+    let text = "models:\n - {name: a, model: m, api_key: literal-secret}\n - {name: b, model: m, api_key: $DF_T_UNSET_KEY}\n";
+    let (_d, l) = loaded(text, &Env::empty());
+    let e = err(resolve_model_with(&l, "b", Path::new("/"), &Env::empty()));
+    assert!(matches!(e, ConfigError::MissingSecret(_)));
+    assert_eq!(
+        e.to_string(),
+        "config error: models[1].api_key: environment variable DF_T_UNSET_KEY is not set"
+    );
+    assert!(resolve_model_with(&l, "a", Path::new("/"), &Env::empty()).is_ok());
+}
+
+#[test]
+fn missing_key_for_hosted_api() {
+    let (_d, l) = loaded("models: [{name: a, use: openai, model: m}]", &Env::empty());
+    let e = err(resolve_model_with(&l, "a", Path::new("/"), &Env::empty()));
+    assert_eq!(
+        e.to_string(),
+        "config error: models[0] ('a') needs an API key: set api_key in the config or OPENAI_API_KEY"
+    );
+    let (_d2, blank) = loaded("models: [{name: a, model: m, api_key: ''}]", &Env::empty());
+    let e = err(resolve_model_with(
+        &blank,
+        "a",
+        Path::new("/"),
+        &Env::empty(),
+    ));
+    assert!(matches!(e, ConfigError::MissingSecret(_)), "{e}");
+    let env = Env::from_pairs([("OPENAI_API_KEY", SECRET)]);
+    let m = resolve_model_with(&l, "a", Path::new("/"), &env).unwrap();
+    assert_eq!(m.http.unwrap().api_key.as_deref(), Some(SECRET));
+}
+
+#[test]
+fn unknown_names_and_providers() {
+    let (_d, l) = loaded(
+        "models: [{name: a, model: m}, {name: b, model: m}]",
+        &Env::empty(),
+    );
+    let e = err(resolve_model_with(
+        &l,
+        "gpt5",
+        Path::new("/"),
+        &Env::empty(),
+    ))
+    .to_string();
+    assert!(e.contains("unknown model 'gpt5'"), "{e}");
+    assert!(e.contains("openai:gpt-4o-mini"), "{e}");
+    assert!(e.ends_with("or a configured model: a, b"), "{e}");
+    let e = err(resolve_model_with(
+        &l,
+        "gemini:pro",
+        Path::new("/"),
+        &Env::empty(),
+    ))
+    .to_string();
+    assert!(e.contains("unknown model provider 'gemini'"), "{e}");
+    let e = err(resolve_model_with(
+        &no_config(),
+        "x",
+        Path::new("/"),
+        &Env::empty(),
+    ))
+    .to_string();
+    assert!(e.contains("(no models are configured)"), "{e}");
+}
+
+#[test]
+fn unsupported_class_fails_only_when_used() {
+    let text = "models:\n - {name: ok, model: m, base_url: 'http://localhost:1/v1'}\n - {name: gem, use: langchain_google_genai:ChatGoogleGenerativeAI, model: gemini-2.5-pro}\n";
+    let (_d, l) = loaded(text, &Env::empty());
+    assert!(resolve_model_with(&l, "ok", Path::new("/"), &Env::empty()).is_ok());
+    let e = err(resolve_model_with(&l, "gem", Path::new("/"), &Env::empty())).to_string();
+    assert!(e.contains("models[1] ('gem'): use: langchain_google_genai:ChatGoogleGenerativeAI is not supported"), "{e}");
+}
+
+#[test]
+fn replay_cassettes() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("run.json"), "{}").unwrap();
+    let l = no_config();
+    let m = resolve_model_with(&l, "replay:run.json", dir.path(), &Env::empty()).unwrap();
+    assert_eq!(
+        (m.name.as_str(), m.provider, m.model.as_str()),
+        ("replay:run.json", "replay", "run.json")
+    );
+    assert_eq!(m.cassette, Some(dir.path().join("run.json")));
+    assert!(m.http.is_none());
+    let e = err(resolve_model_with(
+        &l,
+        "replay:missing.json",
+        dir.path(),
+        &Env::empty(),
+    ))
+    .to_string();
+    assert!(
+        e.contains("cannot read cassette") && e.contains("missing.json"),
+        "{e}"
+    );
+
+    let (_d, l) = loaded(
+        "models: [{name: r, use: replay}, {name: s, use: replay, cassette: nope.json}]",
+        &Env::empty(),
+    );
+    let e = err(resolve_model_with(&l, "r", dir.path(), &Env::empty())).to_string();
+    assert!(
+        e.contains("models[0].cassette: required for use: replay"),
+        "{e}"
+    );
+    let e = err(resolve_model_with(&l, "s", dir.path(), &Env::empty())).to_string();
+    assert!(e.contains("cannot read cassette"), "{e}");
+}
+
+#[test]
+fn set_can_pick_the_model_entry_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    fs::write(
+        &file,
+        "models: [{name: a, model: m, base_url: 'http://x/v1'}]",
+    )
+    .unwrap();
+    let sets = vec![parse_set("models.0.model=other").unwrap()];
+    let opts = LoadOptions {
+        explicit: Some(file),
+        sets,
+        cwd: dir.path().to_path_buf(),
+    };
+    let l = load_with(&opts, &Env::empty()).unwrap();
+    assert_eq!(
+        resolve_model_with(&l, "a", Path::new("/"), &Env::empty())
+            .unwrap()
+            .model,
+        "other"
+    );
+}

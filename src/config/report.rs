@@ -1,0 +1,155 @@
+//! `deerflow config check` and `deerflow config show`.
+
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::env::{var_name, Env};
+use super::error::ConfigError;
+use super::load::{load_with, LoadOptions, LoadedConfig};
+use super::models::{model_choice_with, resolve_entry, resolve_model_with};
+use super::schema::ProviderKind;
+
+/// What `config check` prints: problems (exit 78 when any) and warnings (exit 0).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckReport {
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl CheckReport {
+    /// 0 when there is no problem, else 78.
+    pub fn exit_code(&self) -> i32 {
+        if self.problems.is_empty() {
+            0
+        } else {
+            78
+        }
+    }
+}
+
+/// Loads and checks in one go, so a config that fails to load still lists every problem.
+pub fn check(opts: &LoadOptions) -> CheckReport {
+    check_with(opts, &Env::process())
+}
+
+pub fn check_with(opts: &LoadOptions, env: &Env) -> CheckReport {
+    match load_with(opts, env) {
+        Ok(loaded) => check_report_with(&loaded, env, &opts.cwd),
+        Err(e) => CheckReport {
+            problems: e.problems(),
+            warnings: Vec::new(),
+        },
+    }
+}
+
+/// Checks a loaded config: every model entry and every model reference is resolved.
+pub fn check_report(loaded: &LoadedConfig) -> CheckReport {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| loaded.base_dir.clone());
+    check_report_with(loaded, &Env::process(), &cwd)
+}
+
+pub fn check_report_with(loaded: &LoadedConfig, env: &Env, cwd: &Path) -> CheckReport {
+    let mut r = CheckReport::default();
+    r.warnings.extend(loaded.ignored_warning());
+    r.warnings.extend(loaded.warnings.iter().cloned());
+    let in_use = models_in_use(loaded, env);
+    let models = &loaded.config.models;
+    for (i, m) in models.iter().enumerate() {
+        if models[..i].iter().any(|o| o.name == m.name) {
+            continue; // a duplicate is unreachable; load already warned
+        }
+        let used = in_use.iter().any(|(_, spec)| *spec == m.name);
+        let unsupported = matches!(m.provider, ProviderKind::Unsupported(_));
+        match resolve_entry(loaded, i, env) {
+            Ok(_) => {}
+            Err(ConfigError::MissingSecret(msg)) => r
+                .warnings
+                .push(format!("{msg} (needed only when this model is used)")),
+            Err(e) if unsupported && !used => r.warnings.extend(e.problems()),
+            Err(e) => r.problems.extend(e.problems()),
+        }
+    }
+    for (who, spec) in &in_use {
+        if models.iter().any(|m| m.name == *spec) {
+            continue; // checked above
+        }
+        match resolve_model_with(loaded, spec, cwd, env) {
+            Ok(_) => {}
+            Err(ConfigError::MissingSecret(msg)) => r.warnings.push(format!("{who}: {msg}")),
+            Err(e) => r
+                .problems
+                .extend(e.problems().into_iter().map(|p| format!("{who}: {p}"))),
+        }
+    }
+    r
+}
+
+/// Every model a run could reach: the default choice and each sub-agent `model:`.
+fn models_in_use(loaded: &LoadedConfig, env: &Env) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Ok(spec) = model_choice_with(None, &loaded.config, env) {
+        out.push(("default model".to_string(), spec));
+    }
+    let sub = &loaded.config.subagents;
+    let agents = sub
+        .agents
+        .iter()
+        .map(|(n, o)| (format!("subagents.agents.{n}.model"), &o.model));
+    let custom = sub
+        .custom_agents
+        .iter()
+        .map(|(n, a)| (format!("subagents.custom_agents.{n}.model"), &a.model));
+    for (who, model) in agents.chain(custom) {
+        if let Some(spec) = model.as_deref().filter(|m| *m != "inherit") {
+            out.push((who, spec.to_string()));
+        }
+    }
+    out
+}
+
+/// The effective config as JSON: defaults filled in, the skills directory resolved,
+/// API keys redacted (`"***"`, or the `$VAR` name they come from).
+pub fn show_json(loaded: &LoadedConfig) -> Json {
+    let mut v = match serde_json::to_value(&loaded.config) {
+        Ok(v) => v,
+        Err(e) => return serde_json::json!({ "error": e.to_string() }),
+    };
+    if let Some(models) = v.get_mut("models").and_then(Json::as_array_mut) {
+        for m in models {
+            redact(m);
+        }
+    }
+    if let Some(skills) = v.get_mut("skills").and_then(Json::as_object_mut) {
+        skills.insert(
+            "path".into(),
+            Json::String(loaded.skills_dir().display().to_string()),
+        );
+    }
+    v
+}
+
+fn redact(model: &mut Json) {
+    if let Some(key) = model.get_mut("api_key") {
+        let shown = match key.as_str().and_then(var_name) {
+            Some(name) => format!("${name}"),
+            None => "***".to_string(),
+        };
+        *key = Json::String(shown);
+    }
+}
+
+/// The effective config as YAML, headed by a comment naming its source.
+pub fn show_yaml(loaded: &LoadedConfig) -> String {
+    let source = match &loaded.source {
+        Some(p) => format!("# config file: {}\n", p.display()),
+        None => "# no config file: built-in defaults\n".to_string(),
+    };
+    let body =
+        serde_yaml_ng::to_string(&show_json(loaded)).unwrap_or_else(|e| format!("# error: {e}\n"));
+    source + &body
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -1,0 +1,128 @@
+//! Value checks that types alone cannot express (ranges, required text, the sandbox).
+
+use std::collections::BTreeSet;
+
+use super::decode::Problem;
+use super::deerflow::normalize_sandbox;
+use super::keypath::KeyPath;
+use super::schema::Config;
+
+pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
+    validate_models(cfg, problems, warnings);
+    validate_subagents(cfg, problems);
+    validate_sandbox(cfg, problems);
+    let top = KeyPath::root();
+    let ld = &cfg.loop_detection;
+    let at = top.key("loop_detection");
+    for (key, v) in [
+        ("warn_threshold", ld.warn_threshold),
+        ("hard_limit", ld.hard_limit),
+        ("window_size", ld.window_size),
+        ("tool_freq_warn", ld.tool_freq_warn),
+        ("tool_freq_hard_limit", ld.tool_freq_hard_limit),
+    ] {
+        at_least_one(u64::from(v), &at.key(key), problems);
+    }
+    at_least_one(
+        cfg.token_budget.max_tokens,
+        &top.key("token_budget").key("max_tokens"),
+        problems,
+    );
+}
+
+fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
+    let mut seen = BTreeSet::new();
+    for (i, m) in cfg.models.iter().enumerate() {
+        let at = KeyPath::root().key("models").index(i);
+        if m.name.trim().is_empty() {
+            problems.push((at.key("name"), "must not be empty".into()));
+        } else if !seen.insert(m.name.as_str()) {
+            warnings.push(format!(
+                "{at}: duplicate model name '{}'; the first entry wins",
+                m.name
+            ));
+        }
+        seconds(m.timeout, &at.key("timeout"), problems);
+        seconds(
+            m.stream_idle_timeout,
+            &at.key("stream_idle_timeout"),
+            problems,
+        );
+    }
+}
+
+fn validate_subagents(cfg: &Config, problems: &mut Vec<Problem>) {
+    let s = &cfg.subagents;
+    let at = KeyPath::root().key("subagents");
+    in_range(s.max_concurrent, 1, 64, &at.key("max_concurrent"), problems);
+    in_range(
+        s.max_total_per_run,
+        1,
+        100_000,
+        &at.key("max_total_per_run"),
+        problems,
+    );
+    seconds(s.timeout_seconds, &at.key("timeout_seconds"), problems);
+    for (name, o) in &s.agents {
+        if let Some(t) = o.timeout_seconds {
+            seconds(
+                t,
+                &at.key("agents").key(name).key("timeout_seconds"),
+                problems,
+            );
+        }
+    }
+    for (name, a) in &s.custom_agents {
+        let here = at.key("custom_agents").key(name);
+        if a.description.trim().is_empty() {
+            problems.push((here.key("description"), "must not be empty".into()));
+        }
+        if a.system_prompt.trim().is_empty() {
+            problems.push((here.key("system_prompt"), "must not be empty".into()));
+        }
+        if let Some(t) = a.timeout_seconds {
+            seconds(t, &here.key("timeout_seconds"), problems);
+        }
+    }
+}
+
+fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
+    let at = KeyPath::root().key("sandbox");
+    match normalize_sandbox(&cfg.sandbox.use_) {
+        Some(local) => cfg.sandbox.use_ = local.to_string(),
+        None => problems.push((
+            at.key("use"),
+            format!(
+                "{} is not supported; deerflow runs tools on this host: use `local` (or remove the key)",
+                cfg.sandbox.use_
+            ),
+        )),
+    }
+    seconds(
+        cfg.sandbox.bash_command_timeout,
+        &at.key("bash_command_timeout"),
+        problems,
+    );
+}
+
+/// Durations must be positive and finite (they become `Duration`s, which reject others).
+fn seconds(v: f64, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if !(v.is_finite() && v > 0.0) {
+        problems.push((
+            at.clone(),
+            format!("expected a positive number of seconds, found {v}"),
+        ));
+    }
+}
+
+fn in_range(v: u32, lo: u32, hi: u32, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if !(lo..=hi).contains(&v) {
+        problems.push((at.clone(), format!("expected {lo}..={hi}, found {v}")));
+    }
+}
+
+fn at_least_one(v: u64, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if v == 0 {
+        problems.push((at.clone(), "expected at least 1, found 0".into()));
+    }
+}
