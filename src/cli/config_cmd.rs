@@ -12,12 +12,16 @@ use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
 pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let loaded = match config::load(&config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd }) {
+    let opts = config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd };
+    if let ConfigAction::Check { json } = action {
+        return check(&opts, json);
+    }
+    let loaded = match config::load(&opts) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
     match action {
-        ConfigAction::Check { json } => check(&loaded, json),
+        ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true } => {
             print(&serde_json::to_string_pretty(&config::show_json(&loaded)).unwrap_or_default())
         }
@@ -25,10 +29,10 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     }
 }
 
-fn check(loaded: &config::LoadedConfig, as_json: bool) -> i32 {
-    let report = config::check_report(loaded);
+fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
+    let report = config::check(opts);
     let code = if report.problems.is_empty() { EXIT_OK } else { EXIT_CONFIG };
-    let source = loaded.source.as_ref().map(|p| p.display().to_string());
+    let source = config::load(opts).ok().and_then(|l| l.source).map(|p| p.display().to_string());
     if as_json {
         let v = json!({"ok": code == EXIT_OK, "source": source, "problems": report.problems, "warnings": report.warnings});
         let printed = print(&serde_json::to_string_pretty(&v).unwrap_or_default());

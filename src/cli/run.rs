@@ -10,7 +10,10 @@ use super::{config_error, usage_error};
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::ModelInfo;
-use crate::model::replay::{Recorder, RecordLog};
+use crate::model::anthropic::AnthropicModel;
+use crate::model::openai::OpenAiModel;
+use crate::model::replay::{Cassette, RecordLog, Recorder, ReplayModel};
+use crate::model::ChatModel;
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
@@ -46,16 +49,14 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     let cfg = &loaded.config;
     let max_concurrent = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent);
     let max_tasks = args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run);
-    check_range("subagents.max_concurrent", max_concurrent, 1, 64)?;
-    check_range("subagents.max_total_per_run", max_tasks, 1, 100_000)?;
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
     let record = args.record.as_ref().map(|p| (p.clone(), Arc::new(RecordLog::default())));
     let mut models = ModelBuilder { loaded: &loaded, cwd: &cwd, record: record.as_ref().map(|r| r.1.clone()), built: HashMap::new(), prices: HashMap::new() };
     let lead_name = config::model_choice(args.model.as_deref(), cfg)?;
     let lead = models.build(&lead_name)?;
     let mut warnings: Vec<(String, String)> = loaded.ignored_warning().into_iter().map(|m| ("config_ignored".to_string(), m)).collect();
-    let skills_dir = args.skills.clone().map(|d| cwd.join(d)).or_else(|| cfg.skills.path.clone());
-    let (skill_list, skill_warnings) = skills_dir.as_deref().map(skills::discover).unwrap_or_default();
+    let skills_dir = args.skills.clone().map(|d| cwd.join(d)).unwrap_or_else(|| loaded.skills_dir());
+    let (skill_list, skill_warnings) = skills::discover(&skills_dir);
     warnings.extend(skill_warnings.into_iter().map(|m| ("skill_skipped".to_string(), m)));
     let subagents = if cfg.subagents.enabled && !args.no_subagents {
         let inputs = RegistryInputs { allow_bash, timeout_flag: args.subagent_timeout, lead_model: &lead.info.name };
@@ -69,7 +70,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     } else {
         None
     };
-    let workspace = Workspace::new(&workspace_dir, skills_dir.as_deref())
+    let workspace = Workspace::new(&workspace_dir, Some(&skills_dir))
         .map_err(|e| Early::Usage(format!("cannot use workspace {}: {e}", workspace_dir.display())))?;
     let max_tokens = args.max_tokens.or(cfg.token_budget.enabled.then_some(cfg.token_budget.max_tokens));
     Ok(RunSpec {
@@ -93,14 +94,6 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         warnings,
         lead_progress: Default::default(),
     })
-}
-
-fn check_range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), Early> {
-    if (lo..=hi).contains(&v) {
-        Ok(())
-    } else {
-        Err(Early::Config(ConfigError::invalid(key, format!("{v} is out of range {lo}..={hi}"))))
-    }
 }
 
 fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {
@@ -186,15 +179,31 @@ impl ModelBuilder<'_> {
             return Ok(m.clone());
         }
         let r = config::resolve_model(self.loaded, name, self.cwd)?;
-        let mut model = crate::model::build(&r).map_err(Early::Config)?;
+        let mut model = build_model(&r)?;
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));
         }
-        if let Some(p) = r.price {
-            self.prices.insert(r.name.clone(), p);
+        if let Some(p) = &r.price {
+            let price = Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cache_hit_per_mtok: p.input_cache_hit_per_mtok };
+            self.prices.insert(r.name.clone(), price);
         }
         let m = LeadModel { info: ModelInfo { name: r.name.clone(), provider: r.provider.to_string(), model: r.model.clone() }, model };
         self.built.insert(name.to_string(), m.clone());
         Ok(m)
+    }
+}
+
+/// The client for a resolved model. Provider-side problems found here (an unreadable
+/// cassette, a client that cannot be built) are configuration errors: nothing has run yet.
+fn build_model(r: &config::ResolvedModel) -> Result<Arc<dyn ChatModel>, Early> {
+    let bad = |m: String| Early::Config(ConfigError::Model(m));
+    match (r.provider, &r.http, &r.cassette) {
+        ("replay", _, Some(path)) => {
+            let c = Cassette::load(path).map_err(bad)?;
+            Ok(Arc::new(ReplayModel::new(c, r.model.clone())))
+        }
+        ("openai", Some(h), _) => Ok(Arc::new(OpenAiModel::new(h.clone()).map_err(|e| bad(e.to_string()))?)),
+        ("anthropic", Some(h), _) => Ok(Arc::new(AnthropicModel::new(h.clone()).map_err(|e| bad(e.to_string()))?)),
+        _ => Err(bad(format!("model '{}' cannot be served (provider {})", r.name, r.provider))),
     }
 }

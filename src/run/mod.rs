@@ -135,7 +135,12 @@ fn lead_agent(
         system: prompts::lead_system(spec.limits.allow_host_bash, delegation.as_ref()),
         tools,
         max_turns: spec.max_turns,
-        tool_ctx: ToolContext { workspace: spec.workspace.clone(), limits: spec.limits.clone(), cancel: control.cancel.clone() },
+        tool_ctx: ToolContext {
+            workspace: spec.workspace.clone(),
+            limits: spec.limits.clone(),
+            cancel: control.cancel.clone(),
+            call_id: String::new(),
+        },
         events: events.clone(),
         observer: Arc::new(LeadObserver { events: events.clone() }),
         progress: spec.lead_progress.clone(),

@@ -121,6 +121,7 @@ mod tests {
             std::fs::write(p, body).unwrap();
         };
         w("public/a/SKILL.md", "---\nname: a\ndescription: first a\nallowed-tools: [read_file]\n---\nbody");
+        w("public/e/SKILL.md", "---\nname: e\ndescription: tools listed\nallowed-tools: read_file, grep\n---\n");
         w("custom/a/SKILL.md", "---\nname: a\ndescription: second a\n---\n");
         w("public/b/SKILL.md", "no front matter");
         w("public/c/SKILL.md", "---\nname: c\n---\n");
@@ -128,10 +129,12 @@ mod tests {
         w("x/y/z/SKILL.md", "---\nname: too-deep\ndescription: ignored\n---\n");
         let (skills, warnings) = discover(d.path());
         let names: Vec<_> = skills.iter().map(|s| (s.name.as_str(), s.description.as_str())).collect();
-        assert_eq!(names, [("d", "top level"), ("a", "first a")]);
-        assert_eq!(skills[1].allowed_tools, Some(vec!["read_file".to_string()]));
+        // Path order: custom/ sorts before d/ and public/.
+        assert_eq!(names, [("a", "second a"), ("d", "top level"), ("e", "tools listed")]);
+        assert_eq!(skills[2].allowed_tools, Some(vec!["read_file".to_string(), "grep".to_string()]));
+        assert_eq!(skills[0].allowed_tools, None);
         assert_eq!(warnings.len(), 3, "{warnings:?}");
-        assert!(warnings.iter().any(|w| w.contains("custom/a") && w.contains("already named")));
+        assert!(warnings.iter().any(|w| w.contains("public/a") && w.contains("already named")));
         assert!(warnings.iter().any(|w| w.contains("public/b") && w.contains("front matter")));
         assert!(warnings.iter().any(|w| w.contains("public/c") && w.contains("description")));
     }

@@ -90,7 +90,9 @@ impl TaskTool {
         };
         let admission = s.admit();
         match &admission {
-            Admission::Now => mark_started(s, &rec),
+            Admission::Now => {
+                mark_started(s, &rec);
+            }
             Admission::Queued { position, .. } => s.events.emit(Event::TaskQueued {
                 task_id: rec.id.clone(),
                 description: rec.description.clone(),

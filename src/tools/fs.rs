@@ -445,6 +445,7 @@ pub(crate) mod tests {
             workspace: Arc::new(Workspace::new(dir, None).unwrap()),
             limits: Arc::new(limits),
             cancel: CancellationToken::new(),
+            call_id: String::new(),
         }
     }
 
@@ -767,6 +768,7 @@ pub(crate) mod tests {
             workspace: Arc::new(Workspace::new(dir.path(), Some(skills.path())).unwrap()),
             limits: Arc::new(SandboxLimits::default()),
             cancel: CancellationToken::new(),
+            call_id: String::new(),
         };
         let ls = run(&LsTool, &c, json!({"path": "/mnt/skills"})).await;
         assert_eq!(
