@@ -244,6 +244,22 @@ impl Assembler for AnthropicAssembler {
             finish_reason: self.stop_reason,
         })
     }
+
+    fn from_json(value: &Value) -> Result<ModelResponse, ModelError> {
+        let Some(content) = value["content"].as_array() else {
+            return Err(sse::stream_error(
+                PROVIDER,
+                format!("unexpected JSON answer: {}", excerpt(&value.to_string())),
+            ));
+        };
+        let mut assembler = Self::default();
+        for (index, block) in content.iter().enumerate() {
+            assembler.start_block(&json!({"index": index, "content_block": block}));
+        }
+        assembler.merge_usage(&value["usage"]);
+        assembler.stop_reason = value["stop_reason"].as_str().map(str::to_string);
+        assembler.finish(Flow::Done)
+    }
 }
 
 impl AnthropicAssembler {
@@ -544,6 +560,39 @@ mod tests {
             Err(ModelError::Stream {
                 provider: "anthropic".into(),
                 message: "stream ended before the response was complete".into()
+            })
+        );
+    }
+
+    #[test]
+    fn non_streamed_message_parses_too() {
+        let body = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+            "content":[{"type":"text","text":"Checking."},
+                       {"type":"tool_use","id":"toolu_A","name":"ls","input":{"path":"."}}],
+            "stop_reason":"tool_use","usage":{"input_tokens":10,"cache_read_input_tokens":0,"output_tokens":4}}"#;
+        let r = sse::parse_json_answer::<AnthropicAssembler>(body, PROVIDER).unwrap();
+        assert_eq!(r.text.as_deref(), Some("Checking."));
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "."}));
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                input_tokens: 10,
+                output_tokens: 4,
+                total_tokens: 14,
+                cache_read_tokens: Some(0)
+            })
+        );
+        let err = sse::parse_json_answer::<AnthropicAssembler>(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            PROVIDER,
+        );
+        assert_eq!(
+            err,
+            Err(ModelError::Stream {
+                provider: "anthropic".into(),
+                message: "Overloaded".into()
             })
         );
     }

@@ -240,6 +240,27 @@ impl Assembler for OpenAiAssembler {
             finish_reason: self.finish_reason,
         })
     }
+
+    fn from_json(value: &Value) -> Result<ModelResponse, ModelError> {
+        // A `chat.completion` reads as one chunk whose choices carry `message`, not `delta`.
+        let mut chunk = value.clone();
+        let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
+            return Err(sse::stream_error(
+                PROVIDER,
+                format!("unexpected JSON answer: {}", excerpt(&value.to_string())),
+            ));
+        };
+        for choice in choices.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(message) = choice.remove("message") {
+                choice.insert("delta".into(), message);
+            }
+        }
+        let chunk: Chunk = serde_json::from_value(chunk)
+            .map_err(|e| sse::stream_error(PROVIDER, format!("unexpected JSON answer ({e})")))?;
+        let mut assembler = Self::default();
+        assembler.take_chunk(chunk)?;
+        assembler.finish(Flow::Done)
+    }
 }
 
 impl OpenAiAssembler {
@@ -549,6 +570,48 @@ mod tests {
         assert!(parse("").await.is_err());
     }
 
+    #[test]
+    fn non_streamed_answers_parse_too() {
+        let parse_json = |body: &str| sse::parse_json_answer::<OpenAiAssembler>(body, PROVIDER);
+        let r = parse_json(fixture!("chat_nonstream.json.txt")).unwrap();
+        assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.usage, usage(26, 7, 33, Some(0)));
+
+        let r = parse_json(fixture!("toolcall_echo_nonstream.json.txt")).unwrap();
+        assert_eq!(r.text, None);
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].id, "ynMPZLuIAmkcbWRWT9jhDpmjMAeSapTR");
+        assert_eq!(r.tool_calls[0].name, "get_time");
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.usage, usage(216, 26, 242, Some(174)));
+
+        let r = parse_json(fixture!("tools_nonstream.json.txt")).unwrap();
+        assert!(r
+            .text
+            .as_deref()
+            .unwrap()
+            .starts_with("You can use the get_time tool"));
+        assert!(r
+            .text
+            .as_deref()
+            .unwrap()
+            .ends_with("You can also use the get"));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.usage, usage(192, 128, 320, Some(21)));
+
+        assert_eq!(
+            parse_json(r#"{"error":{"message":"nope"}}"#),
+            Err(ModelError::Stream {
+                provider: "openai".into(),
+                message: "nope".into()
+            })
+        );
+        assert!(parse_json("{\"id\": 1}").is_err());
+        assert!(parse_json("not json").is_err());
+    }
+
     fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
         ChatRequest {
             system: "be brief".into(),
@@ -677,6 +740,18 @@ mod tests {
             .contains("authorization: bearer sk-test-key"));
         let body: Value = serde_json::from_str(&seen[0].body).unwrap();
         assert_eq!(body["stream"], json!(true));
+    }
+
+    #[tokio::test]
+    async fn end_to_end_server_that_ignores_stream_true() {
+        let (base, _) = serve(vec![Reply::json(200, fixture!("chat_nonstream.json.txt"))]).await;
+        let model = OpenAiModel::new(settings(&base, None)).unwrap();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let r = model
+            .complete(&req, &CallContext::new(CancellationToken::new()))
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
     }
 
     #[tokio::test]

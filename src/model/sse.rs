@@ -27,6 +27,27 @@ pub trait Assembler: Default {
     /// Builds the response once the stream ended: `ended` is `Flow::Done` after the end
     /// marker and `Flow::Continue` on a plain EOF (which may or may not be complete).
     fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError>;
+    /// Builds the response from a whole JSON answer: some compatible servers ignore
+    /// `stream: true` and answer `application/json`.
+    fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
+}
+
+/// Parses a non-streamed JSON answer; an `error` object in it is a stream error.
+pub fn parse_json_answer<A: Assembler>(
+    body: &str,
+    provider: &str,
+) -> Result<ModelResponse, ModelError> {
+    let value: Value = serde_json::from_str(body).map_err(|e| {
+        stream_error(
+            provider,
+            format!("malformed JSON answer ({e}): {}", clip(body.trim(), 200)),
+        )
+    })?;
+    if value.get("error").is_some_and(|e| !e.is_null()) {
+        let message = json_error_message(&value).unwrap_or_default();
+        return Err(stream_error(provider, message));
+    }
+    A::from_json(&value)
 }
 
 /// Reads an SSE byte stream into a response. Generic over the byte stream so tests can
@@ -274,6 +295,10 @@ impl StreamCall<'_> {
         let idle = self.settings.stream_idle_timeout;
         let whole = async {
             let response = self.send().await?;
+            if is_json(&response) {
+                let body = read_success_body(response, idle, self.provider).await?;
+                return parse_json_answer::<A>(&body, self.provider);
+            }
             assemble::<A, _, _, _>(response.bytes_stream(), idle, self.provider).await
         };
         let limit = self.settings.request_timeout;
@@ -319,6 +344,47 @@ impl StreamCall<'_> {
             message,
         }
     }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// Reads a whole successful (non-streamed) body under the idle timeout.
+async fn read_success_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+    provider: &str,
+) -> Result<String, ModelError> {
+    const LIMIT: usize = 32 * 1024 * 1024;
+    let mut body = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(idle, response.chunk())
+            .await
+            .map_err(|_| idle_timeout(provider, idle))?
+            .map_err(|e| {
+                stream_error(
+                    provider,
+                    format!("connection lost mid-response: {}", error_chain(&e)),
+                )
+            })?;
+        match chunk {
+            Some(chunk) => body.extend_from_slice(&chunk),
+            None => break,
+        }
+        if body.len() > LIMIT {
+            return Err(stream_error(provider, "the answer is larger than 32 MiB"));
+        }
+    }
+    String::from_utf8(body).map_err(|_| stream_error(provider, "the answer is not valid UTF-8"))
 }
 
 /// Reads an error response (bounded in size and time) into `ModelError::Http`.
