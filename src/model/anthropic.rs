@@ -500,6 +500,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn crlf_line_endings_split_anywhere() {
+        let text = TWO_TOOLS.replace('\n', "\r\n");
+        let whole = parse(TWO_TOOLS).await.unwrap();
+        for cut in 0..=text.len() {
+            assert_eq!(parse_cut(&text, &[cut]).await.unwrap(), whole, "cut at {cut}");
+        }
+    }
+
+    #[tokio::test]
     async fn message_delta_may_carry_input_numbers_and_no_cache_means_none() {
         let text = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":0}}}\n\n",

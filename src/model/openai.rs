@@ -486,6 +486,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn crlf_line_endings_split_anywhere() {
+        let text = ARGS.replace('\n', "\r\n");
+        let whole = parse(ARGS).await.unwrap();
+        for cut in 0..=text.len() {
+            assert_eq!(
+                parse_cut(&text, &[cut]).await.unwrap(),
+                whole,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn several_tool_calls_by_index_and_null_content() {
         let text = concat!(
             "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[",
@@ -831,6 +844,10 @@ mod tests {
             matches!(err, ModelError::Connect { ref provider, .. } if provider == "openai"),
             "{err:?}"
         );
+        let text = err.to_string();
+        let prefix = format!("cannot reach openai: http://127.0.0.1:{port}/v1/chat/completions: ");
+        assert!(text.starts_with(&prefix), "{text}");
+        assert!(text.contains("Connection refused"), "{text}");
         let notices = notices.lock().unwrap();
         assert_eq!(notices.len(), 1);
         assert_eq!(notices[0].status, None);

@@ -337,7 +337,7 @@ impl StreamCall<'_> {
                 fmt_secs(self.settings.connect_timeout)
             )
         } else {
-            error_chain(err)
+            root_causes(err)
         };
         ModelError::Connect {
             provider: self.provider.to_string(),
@@ -385,6 +385,24 @@ async fn read_success_body(
         }
     }
     String::from_utf8(body).map_err(|_| stream_error(provider, "the answer is not valid UTF-8"))
+}
+
+/// `URL: tcp connect error: Connection refused (os error 111)`: the request's URL and the
+/// causes under reqwest's and hyper's generic wrappers, which only repeat what failed.
+fn root_causes(err: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = err.url().map(|u| u.to_string()).into_iter().collect();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.starts_with("client error (") && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.len() <= 1 {
+        return error_chain(err);
+    }
+    parts.join(": ")
 }
 
 /// Reads an error response (bounded in size and time) into `ModelError::Http`.
