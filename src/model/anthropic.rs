@@ -381,11 +381,9 @@ fn convert_usage(usage: &WireUsage) -> Usage {
     }
 }
 
+/// A bad chunk as quoted in an error message.
 fn excerpt(data: &str) -> String {
-    match data.char_indices().nth(200) {
-        None => data.to_string(),
-        Some((at, _)) => format!("{}…", &data[..at]),
-    }
+    sse::clip(data, 200)
 }
 
 #[cfg(test)]
@@ -504,7 +502,11 @@ mod tests {
         let text = TWO_TOOLS.replace('\n', "\r\n");
         let whole = parse(TWO_TOOLS).await.unwrap();
         for cut in 0..=text.len() {
-            assert_eq!(parse_cut(&text, &[cut]).await.unwrap(), whole, "cut at {cut}");
+            assert_eq!(
+                parse_cut(&text, &[cut]).await.unwrap(),
+                whole,
+                "cut at {cut}"
+            );
         }
     }
 

@@ -343,11 +343,9 @@ fn stream_error_text(data: &str) -> String {
         .unwrap_or_else(|| excerpt(data))
 }
 
+/// A bad chunk as quoted in an error message.
 fn excerpt(data: &str) -> String {
-    match data.char_indices().nth(200) {
-        None => data.to_string(),
-        Some((at, _)) => format!("{}…", &data[..at]),
-    }
+    sse::clip(data, 200)
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ fn collapse_whitespace(text: &str) -> String {
 }
 
 /// Cuts `text` to `max` characters, marking the cut with `…`.
-fn clip(text: &str, max: usize) -> String {
+pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_string(),
         Some((at, _)) => format!("{}…", &text[..at]),
