@@ -1,0 +1,909 @@
+//! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`, streamed):
+//! OpenAI itself, llama.cpp's `llama-server`, vLLM, Ollama's `/v1`, DeepSeek, …
+
+use std::collections::BTreeMap;
+
+use eventsource_stream::Event;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::sse::{self, Assembler, Flow, StreamCall};
+use super::{
+    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, Message, ModelError,
+    ModelResponse, ToolCall, ToolSpec, Usage,
+};
+
+const PROVIDER: &str = "openai";
+
+/// A model behind an OpenAI-compatible `/chat/completions` endpoint.
+pub struct OpenAiModel {
+    settings: HttpSettings,
+    client: reqwest::Client,
+}
+
+impl OpenAiModel {
+    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
+        let client = sse::build_client(&settings, PROVIDER)?;
+        Ok(Self { settings, client })
+    }
+
+    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
+        let mut headers = vec![("content-type", "application/json".to_string())];
+        if let Some(key) = &self.settings.api_key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        StreamCall {
+            client: &self.client,
+            settings: &self.settings,
+            provider: PROVIDER,
+            url: sse::endpoint(&self.settings.base_url, "/chat/completions"),
+            headers,
+            body: request_body(&self.settings, req).to_string().into_bytes(),
+        }
+    }
+}
+
+impl ChatModel for OpenAiModel {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move { self.call(req).run::<OpenAiAssembler>(ctx).await })
+    }
+}
+
+/// The JSON body of a streamed chat completion request.
+pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(settings.model));
+    body.insert("messages".into(), Value::Array(wire_messages(req)));
+    if !req.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            Value::Array(req.tools.iter().map(wire_tool).collect()),
+        );
+        if req.tool_choice_none {
+            body.insert("tool_choice".into(), json!("none"));
+        }
+    }
+    body.insert("stream".into(), json!(true));
+    // Without this, OpenAI (and llama-server) report no usage for streamed answers.
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if let Some(max) = settings.max_tokens {
+        body.insert("max_tokens".into(), json!(max));
+    }
+    if let Some(t) = settings.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    Value::Object(body)
+}
+
+fn wire_messages(req: &ChatRequest) -> Vec<Value> {
+    let mut out = Vec::with_capacity(req.messages.len() + 1);
+    if !req.system.is_empty() {
+        out.push(json!({"role": "system", "content": req.system}));
+    }
+    out.extend(req.messages.iter().map(wire_message));
+    out
+}
+
+fn wire_message(message: &Message) -> Value {
+    match message {
+        Message::User(text) => json!({"role": "user", "content": text}),
+        Message::Assistant { text, tool_calls } => wire_assistant(text.as_deref(), tool_calls),
+        Message::Tool {
+            call_id, content, ..
+        } => {
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    }
+}
+
+fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall]) -> Value {
+    let text = text.filter(|t| !t.is_empty());
+    if tool_calls.is_empty() {
+        // An assistant message needs content or tool calls: keep it valid even when empty.
+        return json!({"role": "assistant", "content": text.unwrap_or("")});
+    }
+    let calls: Vec<Value> = tool_calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_text()},
+            })
+        })
+        .collect();
+    json!({"role": "assistant", "content": text, "tool_calls": calls})
+}
+
+fn wire_tool(tool: &ToolSpec) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    })
+}
+
+// ---- the stream ----------------------------------------------------------------------
+
+/// One `data:` chunk. Every field is optional: compatible servers differ in what they send.
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    choices: Option<Vec<Choice>>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    index: Option<u64>,
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Delta {
+    content: Option<String>,
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta {
+    index: Option<u64>,
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    total_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Assembles the chunks of one streamed chat completion.
+#[derive(Debug, Default)]
+pub struct OpenAiAssembler {
+    text: String,
+    /// Tool calls by their stream `index`, which orders them.
+    calls: BTreeMap<u64, PartialCall>,
+    /// The index of the call a delta without `index` continues.
+    last_call: Option<u64>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl Assembler for OpenAiAssembler {
+    fn on_event(&mut self, event: &Event) -> Result<Flow, ModelError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        if event.event == "error" {
+            return Err(sse::stream_error(PROVIDER, stream_error_text(data)));
+        }
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            sse::stream_error(
+                PROVIDER,
+                format!("malformed JSON in a stream chunk ({e}): {}", excerpt(data)),
+            )
+        })?;
+        self.take_chunk(chunk)?;
+        Ok(Flow::Continue)
+    }
+
+    fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError> {
+        // Some servers close without `[DONE]`; a finish_reason shows the answer is whole.
+        if ended == Flow::Continue && self.finish_reason.is_none() {
+            return Err(sse::stream_error(
+                PROVIDER,
+                "stream ended before the response was complete",
+            ));
+        }
+        let tool_calls = self
+            .calls
+            .into_values()
+            .map(|c| ToolCall::from_raw(c.id, c.name, &c.arguments))
+            .collect();
+        Ok(ModelResponse {
+            text: (!self.text.is_empty()).then_some(self.text),
+            tool_calls,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        })
+    }
+
+    fn from_json(value: &Value) -> Result<ModelResponse, ModelError> {
+        // A `chat.completion` reads as one chunk whose choices carry `message`, not `delta`.
+        let mut chunk = value.clone();
+        let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
+            return Err(sse::stream_error(
+                PROVIDER,
+                format!("unexpected JSON answer: {}", excerpt(&value.to_string())),
+            ));
+        };
+        for choice in choices.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(message) = choice.remove("message") {
+                choice.insert("delta".into(), message);
+            }
+        }
+        let chunk: Chunk = serde_json::from_value(chunk)
+            .map_err(|e| sse::stream_error(PROVIDER, format!("unexpected JSON answer ({e})")))?;
+        let mut assembler = Self::default();
+        assembler.take_chunk(chunk)?;
+        assembler.finish(Flow::Done)
+    }
+}
+
+impl OpenAiAssembler {
+    fn take_chunk(&mut self, chunk: Chunk) -> Result<(), ModelError> {
+        if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
+            let message = sse::json_error_message(&json!({ "error": error }))
+                .unwrap_or_else(|| "error event".into());
+            return Err(sse::stream_error(PROVIDER, message));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(convert_usage(&usage));
+        }
+        // Only the first choice: deerflow never asks for `n > 1`.
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) == 0 {
+                self.take_choice(choice);
+            }
+        }
+        Ok(())
+    }
+
+    fn take_choice(&mut self, choice: Choice) {
+        if let Some(reason) = choice.finish_reason {
+            self.finish_reason = Some(reason);
+        }
+        let Some(delta) = choice.delta else { return };
+        if let Some(text) = delta.content {
+            self.text.push_str(&text);
+        }
+        for call in delta.tool_calls.unwrap_or_default() {
+            self.take_call_delta(call);
+        }
+    }
+
+    fn take_call_delta(&mut self, delta: ToolCallDelta) {
+        // Servers that omit `index` start a call with an `id` and continue it without one.
+        let index = match (delta.index, &delta.id, self.last_call) {
+            (Some(i), _, _) => i,
+            (None, None, Some(last)) => last,
+            (None, _, _) => self.calls.keys().next_back().map_or(0, |k| k + 1),
+        };
+        self.last_call = Some(index);
+        let call = self.calls.entry(index).or_default();
+        if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
+            call.id = id;
+        }
+        let Some(function) = delta.function else {
+            return;
+        };
+        if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+            // The name normally comes once; servers that repeat it must not double it.
+            if call.name != name {
+                call.name.push_str(&name);
+            }
+        }
+        if let Some(arguments) = function.arguments {
+            call.arguments.push_str(&arguments);
+        }
+    }
+}
+
+fn convert_usage(usage: &WireUsage) -> Usage {
+    let input = usage.prompt_tokens.unwrap_or(0);
+    let output = usage.completion_tokens.unwrap_or(0);
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        total_tokens: usage.total_tokens.unwrap_or(input + output),
+        cache_read_tokens: usage
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens),
+    }
+}
+
+fn stream_error_text(data: &str) -> String {
+    serde_json::from_str::<Value>(data)
+        .ok()
+        .and_then(|v| sse::json_error_message(&v))
+        .unwrap_or_else(|| excerpt(data))
+}
+
+/// A bad chunk as quoted in an error message.
+fn excerpt(data: &str) -> String {
+    sse::clip(data, 200)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::sse::test_support::{chunked, serve, Reply};
+    use crate::model::AgentId;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_str!(concat!("../../../shared/fixtures/llama-server/", $name))
+        };
+    }
+
+    const USAGE: &str = fixture!("chat_stream_usage.sse.txt");
+    const NOUSAGE: &str = fixture!("chat_stream_nousage.sse.txt");
+    const FOLLOWUP: &str = fixture!("tool_result_followup.sse.txt");
+    const ARGS: &str = fixture!("toolcall_args_stream.sse.txt");
+    const ECHO: &str = fixture!("toolcall_echo_stream.sse.txt");
+
+    async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
+        sse::assemble::<OpenAiAssembler, _, _, _>(
+            chunked(text, cuts),
+            Duration::from_secs(5),
+            PROVIDER,
+        )
+        .await
+    }
+
+    async fn parse(text: &str) -> Result<ModelResponse, ModelError> {
+        parse_cut(text, &[]).await
+    }
+
+    fn usage(input: u64, output: u64, total: u64, cached: Option<u64>) -> Option<Usage> {
+        Some(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: total,
+            cache_read_tokens: cached,
+        })
+    }
+
+    #[tokio::test]
+    async fn text_answer_with_usage() {
+        let r = parse(USAGE).await.unwrap();
+        assert_eq!(r.text.as_deref(), Some("I'm glad you're here!"));
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.usage, usage(38, 8, 46, Some(5)));
+    }
+
+    #[tokio::test]
+    async fn text_answer_without_usage() {
+        let r = parse(NOUSAGE).await.unwrap();
+        assert_eq!(
+            r.text.as_deref(),
+            Some("I'm glad you're here. I'm glad you're here. What can")
+        );
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.usage, None);
+    }
+
+    #[tokio::test]
+    async fn tool_result_followup_text() {
+        let r = parse(FOLLOWUP).await.unwrap();
+        assert_eq!(
+            r.text.as_deref(),
+            Some("<tool_response>\n12:34\n</tool_response>")
+        );
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.usage, usage(238, 18, 256, Some(174)));
+    }
+
+    #[tokio::test]
+    async fn tool_call_with_fragmented_arguments() {
+        let r = parse(ARGS).await.unwrap();
+        assert_eq!(r.text, None);
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall {
+                id: "CI14PD3wfNqhlR5idWlW7fYaLyNXikDw".into(),
+                name: "read_file".into(),
+                arguments: json!({"path": "src/main.rs"}),
+                invalid_arguments: None,
+            }]
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.usage, usage(239, 35, 274, Some(76)));
+    }
+
+    #[tokio::test]
+    async fn tool_call_without_arguments() {
+        let r = parse(ECHO).await.unwrap();
+        assert_eq!(r.text, None);
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].id, "HKIG0oOYmg5tdF8nmwDrcoeGs4YuJ6uG");
+        assert_eq!(r.tool_calls[0].name, "get_time");
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.tool_calls[0].arguments_text(), "{}");
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.usage, usage(216, 26, 242, Some(215)));
+    }
+
+    #[tokio::test]
+    async fn every_split_point_gives_the_same_response() {
+        for text in [ECHO, USAGE] {
+            let whole = parse(text).await.unwrap();
+            for cut in 0..=text.len() {
+                assert_eq!(
+                    parse_cut(text, &[cut]).await.unwrap(),
+                    whole,
+                    "cut at {cut}"
+                );
+            }
+        }
+        for text in [ARGS, NOUSAGE, FOLLOWUP] {
+            let whole = parse(text).await.unwrap();
+            let mut rng = fastrand::Rng::with_seed(7);
+            for _ in 0..200 {
+                let mut cuts: Vec<usize> = (0..rng.usize(1..40))
+                    .map(|_| rng.usize(0..=text.len()))
+                    .collect();
+                cuts.sort_unstable();
+                assert_eq!(
+                    parse_cut(text, &cuts).await.unwrap(),
+                    whole,
+                    "cuts {cuts:?}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn crlf_line_endings_split_anywhere() {
+        let text = ARGS.replace('\n', "\r\n");
+        let whole = parse(ARGS).await.unwrap();
+        for cut in 0..=text.len() {
+            assert_eq!(
+                parse_cut(&text, &[cut]).await.unwrap(),
+                whole,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn several_tool_calls_by_index_and_null_content() {
+        let text = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[",
+            "{\"index\":0,\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"ls\",\"arguments\":\"\"}},",
+            "{\"index\":1,\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"grep\",\"arguments\":\"{\\\"pat\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":\"tern\\\": \\\"x\\\"}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{not json\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.tool_calls.len(), 2);
+        assert_eq!(
+            (r.tool_calls[0].id.as_str(), r.tool_calls[0].name.as_str()),
+            ("a", "ls")
+        );
+        assert_eq!(
+            r.tool_calls[0].invalid_arguments.as_deref(),
+            Some("{not json")
+        );
+        assert_eq!(
+            (r.tool_calls[1].id.as_str(), r.tool_calls[1].name.as_str()),
+            ("b", "grep")
+        );
+        assert_eq!(r.tool_calls[1].arguments, json!({"pattern": "x"}));
+        assert_eq!(r.usage, None);
+    }
+
+    #[tokio::test]
+    async fn usage_without_total_or_cache_details() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.usage, usage(3, 2, 5, None));
+    }
+
+    #[tokio::test]
+    async fn error_object_inside_the_stream() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n\
+                    data: {\"error\":{\"message\":\"model overloaded\",\"type\":\"server_error\"}}\n\n";
+        assert_eq!(
+            parse(text).await,
+            Err(ModelError::Stream {
+                provider: "openai".into(),
+                message: "model overloaded".into()
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_json_is_a_stream_error() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\": [\n\n";
+        match parse(text).await {
+            Err(ModelError::Stream { message, .. }) => {
+                assert!(
+                    message.starts_with("malformed JSON in a stream chunk"),
+                    "{message}"
+                );
+                assert!(message.contains("{\"choices\": ["), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn eof_without_done_or_finish_reason_is_an_error() {
+        let cut = USAGE
+            .find("data: {\"choices\":[{\"finish_reason\":\"stop\"")
+            .unwrap();
+        assert_eq!(
+            parse(&USAGE[..cut]).await,
+            Err(ModelError::Stream {
+                provider: "openai".into(),
+                message: "stream ended before the response was complete".into()
+            })
+        );
+        // A finish_reason without [DONE] is a whole answer.
+        let cut = USAGE.find("data: [DONE]").unwrap();
+        assert_eq!(
+            parse(&USAGE[..cut]).await.unwrap().text.as_deref(),
+            Some("I'm glad you're here!")
+        );
+        assert!(parse("").await.is_err());
+    }
+
+    #[test]
+    fn non_streamed_answers_parse_too() {
+        let parse_json = |body: &str| sse::parse_json_answer::<OpenAiAssembler>(body, PROVIDER);
+        let r = parse_json(fixture!("chat_nonstream.json.txt")).unwrap();
+        assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.usage, usage(26, 7, 33, Some(0)));
+
+        let r = parse_json(fixture!("toolcall_echo_nonstream.json.txt")).unwrap();
+        assert_eq!(r.text, None);
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].id, "ynMPZLuIAmkcbWRWT9jhDpmjMAeSapTR");
+        assert_eq!(r.tool_calls[0].name, "get_time");
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.usage, usage(216, 26, 242, Some(174)));
+
+        let r = parse_json(fixture!("tools_nonstream.json.txt")).unwrap();
+        assert!(r
+            .text
+            .as_deref()
+            .unwrap()
+            .starts_with("You can use the get_time tool"));
+        assert!(r
+            .text
+            .as_deref()
+            .unwrap()
+            .ends_with("You can also use the get"));
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.usage, usage(192, 128, 320, Some(21)));
+
+        assert_eq!(
+            parse_json(r#"{"error":{"message":"nope"}}"#),
+            Err(ModelError::Stream {
+                provider: "openai".into(),
+                message: "nope".into()
+            })
+        );
+        assert!(parse_json("{\"id\": 1}").is_err());
+        assert!(parse_json("not json").is_err());
+    }
+
+    fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
+        ChatRequest {
+            system: "be brief".into(),
+            messages,
+            tools,
+            tool_choice_none: none,
+            agent: AgentId::Lead,
+            turn: 0,
+        }
+    }
+
+    fn time_tool() -> ToolSpec {
+        ToolSpec {
+            name: "get_time".into(),
+            description: "Current time".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    #[test]
+    fn request_body_with_tool_calls_and_results() {
+        let mut settings = HttpSettings::new("smollm2", "http://x/v1", None);
+        settings.max_tokens = Some(64);
+        settings.temperature = Some(0.2);
+        let call = ToolCall::from_raw("c1".into(), "get_time".into(), "{}");
+        let bad = ToolCall::from_raw("c2".into(), "get_time".into(), "{oops");
+        let req = request(
+            vec![
+                Message::User("time?".into()),
+                Message::Assistant {
+                    text: None,
+                    tool_calls: vec![call, bad],
+                },
+                Message::Tool {
+                    call_id: "c1".into(),
+                    name: "get_time".into(),
+                    content: "12:34".into(),
+                },
+                Message::Tool {
+                    call_id: "c2".into(),
+                    name: "get_time".into(),
+                    content: "bad args".into(),
+                },
+                Message::Assistant {
+                    text: Some("It is 12:34.".into()),
+                    tool_calls: vec![],
+                },
+            ],
+            vec![time_tool()],
+            true,
+        );
+        let body = request_body(&settings, &req);
+        assert_eq!(
+            body,
+            json!({
+                "model": "smollm2",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "time?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{oops"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "12:34"},
+                    {"role": "tool", "tool_call_id": "c2", "content": "bad args"},
+                    {"role": "assistant", "content": "It is 12:34."},
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "get_time", "description": "Current time",
+                    "parameters": {"type": "object", "properties": {}}}}],
+                "tool_choice": "none",
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 64,
+                "temperature": 0.2,
+            })
+        );
+    }
+
+    #[test]
+    fn request_body_omits_empty_tools_and_unset_options() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let body = request_body(
+            &settings,
+            &request(vec![Message::User("hi".into())], vec![], true),
+        );
+        let obj = body.as_object().unwrap();
+        for key in ["tools", "tool_choice", "max_tokens", "temperature"] {
+            assert!(!obj.contains_key(key), "{key}");
+        }
+    }
+
+    fn settings(base: &str, key: Option<&str>) -> HttpSettings {
+        HttpSettings::new("smollm2", format!("{base}/v1/"), key.map(str::to_string))
+    }
+
+    fn notices_ctx() -> (CallContext, Arc<Mutex<Vec<crate::model::RetryNotice>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let mut ctx = CallContext::new(CancellationToken::new());
+        ctx.on_retry = Arc::new(move |n| sink.lock().unwrap().push(n));
+        (ctx, seen)
+    }
+
+    #[tokio::test]
+    async fn end_to_end_text_answer() {
+        let (base, seen) = serve(vec![Reply::sse(USAGE)]).await;
+        let model = OpenAiModel::new(settings(&base, Some("sk-test-key"))).unwrap();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let r = model
+            .complete(&req, &CallContext::new(CancellationToken::new()))
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("I'm glad you're here!"));
+        let seen = seen.lock().unwrap();
+        assert!(
+            seen[0]
+                .head
+                .starts_with("POST /v1/chat/completions HTTP/1.1"),
+            "{}",
+            seen[0].head
+        );
+        assert!(seen[0]
+            .head
+            .to_ascii_lowercase()
+            .contains("authorization: bearer sk-test-key"));
+        let body: Value = serde_json::from_str(&seen[0].body).unwrap();
+        assert_eq!(body["stream"], json!(true));
+    }
+
+    #[tokio::test]
+    async fn end_to_end_server_that_ignores_stream_true() {
+        let (base, _) = serve(vec![Reply::json(200, fixture!("chat_nonstream.json.txt"))]).await;
+        let model = OpenAiModel::new(settings(&base, None)).unwrap();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let r = model
+            .complete(&req, &CallContext::new(CancellationToken::new()))
+            .await
+            .unwrap();
+        assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
+    }
+
+    #[tokio::test]
+    async fn end_to_end_429_then_success() {
+        let mut limited = Reply::json(429, r#"{"error":{"message":"slow down"}}"#);
+        limited.headers.push(("Retry-After".into(), "1".into()));
+        let (base, _) = serve(vec![limited, Reply::sse(ECHO)]).await;
+        let model = OpenAiModel::new(settings(&base, None)).unwrap();
+        let (ctx, notices) = notices_ctx();
+        let start = std::time::Instant::now();
+        let r = model
+            .complete(&request(vec![], vec![time_tool()], false), &ctx)
+            .await
+            .unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(950));
+        assert_eq!(r.tool_calls[0].name, "get_time");
+        let notices = notices.lock().unwrap();
+        assert_eq!(notices.len(), 1);
+        assert_eq!(
+            (notices[0].attempt, notices[0].delay_ms, notices[0].status),
+            (1, 1000, Some(429))
+        );
+        assert!(
+            notices[0].message.contains("slow down"),
+            "{}",
+            notices[0].message
+        );
+    }
+
+    #[tokio::test]
+    async fn end_to_end_context_overflow_is_not_retried() {
+        let raw = fixture!("error_context_overflow.txt");
+        let body = raw.split("\r\n\r\n").nth(1).unwrap();
+        let (base, seen) = serve(vec![Reply::json(400, body), Reply::sse(USAGE)]).await;
+        let model = OpenAiModel::new(settings(&base, Some("sk-test-key"))).unwrap();
+        let (ctx, notices) = notices_ctx();
+        let err = model
+            .complete(&request(vec![], vec![], false), &ctx)
+            .await
+            .unwrap_err();
+        match &err {
+            ModelError::Http {
+                provider,
+                status,
+                message,
+                retry_after,
+            } => {
+                assert_eq!(
+                    (provider.as_str(), *status, *retry_after),
+                    ("openai", 400, None)
+                );
+                assert!(message.contains("exceeds the available context size"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!err.to_string().contains("sk-test-key"));
+        assert!(notices.lock().unwrap().is_empty());
+        assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_a_connect_error_after_retries() {
+        // Bind then drop a listener so the port is (very likely) closed.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut s = settings(&format!("http://127.0.0.1:{port}"), None);
+        s.max_retries = 1;
+        let model = OpenAiModel::new(s).unwrap();
+        let (ctx, notices) = notices_ctx();
+        let err = model
+            .complete(&request(vec![], vec![], false), &ctx)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ModelError::Connect { ref provider, .. } if provider == "openai"),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        let prefix = format!("cannot reach openai: http://127.0.0.1:{port}/v1/chat/completions: ");
+        assert!(text.starts_with(&prefix), "{text}");
+        assert!(text.contains("Connection refused"), "{text}");
+        let notices = notices.lock().unwrap();
+        assert_eq!(notices.len(), 1);
+        assert_eq!(notices[0].status, None);
+    }
+
+    #[tokio::test]
+    async fn cancellation_stops_a_hanging_request() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        // Accept and never answer.
+        let hold = tokio::spawn(async move {
+            let conn = listener.accept().await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(conn);
+        });
+        let model = OpenAiModel::new(settings(&base, None)).unwrap();
+        let ctx = CallContext::new(CancellationToken::new());
+        let cancel = ctx.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        });
+        let start = std::time::Instant::now();
+        let err = model
+            .complete(&request(vec![], vec![], false), &ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(err, ModelError::Cancelled);
+        assert!(start.elapsed() < Duration::from_secs(2));
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn request_timeout_bounds_the_whole_call() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let hold = tokio::spawn(async move {
+            let conn = listener.accept().await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(conn);
+        });
+        let mut s = settings(&base, None);
+        s.request_timeout = Duration::from_millis(200);
+        let model = OpenAiModel::new(s).unwrap();
+        let err = model
+            .complete(
+                &request(vec![], vec![], false),
+                &CallContext::new(CancellationToken::new()),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ModelError::Timeout {
+                provider: "openai".into(),
+                message: "no complete response within 0.2 s".into()
+            }
+        );
+        hold.abort();
+    }
+}
