@@ -149,7 +149,11 @@ pub enum Event {
 
 impl Event {
     pub fn warning(code: &str, message: impl Into<String>) -> Self {
-        Event::Warning { code: code.to_string(), message: message.into(), extra: Map::new() }
+        Event::Warning {
+            code: code.to_string(),
+            message: message.into(),
+            extra: Map::new(),
+        }
     }
 
     pub fn type_name(&self) -> &'static str {
@@ -197,12 +201,18 @@ pub struct EventSink {
 impl EventSink {
     pub fn emit(&self, event: Event) {
         // A send error means the writer is gone (shutdown); there is no one left to tell.
-        let _ = self.tx.send(Envelope { event, task_id: self.task_id.clone() });
+        let _ = self.tx.send(Envelope {
+            event,
+            task_id: self.task_id.clone(),
+        });
     }
 
     /// A sink whose events are stamped with a sub-agent's task id.
     pub fn for_task(&self, task_id: &str) -> Self {
-        Self { tx: self.tx.clone(), task_id: Some(task_id.to_string()) }
+        Self {
+            tx: self.tx.clone(),
+            task_id: Some(task_id.to_string()),
+        }
     }
 }
 
@@ -215,7 +225,10 @@ pub struct EventWriter {
 /// Output mode of the writer thread.
 pub enum Output {
     /// NDJSON on stdout; `on_closed` runs once if stdout turns out to be closed.
-    Json { run_id: String, on_closed: Arc<dyn Fn() + Send + Sync> },
+    Json {
+        run_id: String,
+        on_closed: Arc<dyn Fn() + Send + Sync>,
+    },
     /// A human renderer (stderr view, final answer on stdout).
     Human(Box<dyn Renderer>),
 }
@@ -238,7 +251,10 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
             let _ = done_tx.send(());
         })
         .ok();
-    (EventSink { tx, task_id: None }, EventWriter { handle, done })
+    (
+        EventSink { tx, task_id: None },
+        EventWriter { handle, done },
+    )
 }
 
 impl EventWriter {
@@ -307,7 +323,10 @@ mod tests {
 
     #[test]
     fn stamped_line_has_envelope_fields_first() {
-        let env = Envelope { event: Event::warning("x", "y"), task_id: Some("t1".into()) };
+        let env = Envelope {
+            event: Event::warning("x", "y"),
+            task_id: Some("t1".into()),
+        };
         let line = stamp(&env, 7, "run1");
         assert!(line.ends_with('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
@@ -327,7 +346,11 @@ mod tests {
         extra.insert("attempt".into(), Value::from(1));
         extra.insert("status".into(), Value::Null);
         let env = Envelope {
-            event: Event::Warning { code: "model_retry".into(), message: "m".into(), extra },
+            event: Event::Warning {
+                code: "model_retry".into(),
+                message: "m".into(),
+                extra,
+            },
             task_id: None,
         };
         let v: Value = serde_json::from_str(&stamp(&env, 0, "r")).unwrap();

@@ -20,7 +20,9 @@ static TRACE: OnceLock<String> = OnceLock::new();
 /// Reads the level from the environment and fixes the trace id for this process.
 pub fn init(trace_id: &str) {
     let _ = TRACE.set(trace_id.to_string());
-    let raw = std::env::var("DEERFLOW_LOG").or_else(|_| std::env::var("RUST_LOG")).unwrap_or_default();
+    let raw = std::env::var("DEERFLOW_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_default();
     if let Some(l) = parse_level(&raw) {
         LEVEL.store(l as u8, Ordering::Relaxed);
     }

@@ -1,7 +1,10 @@
 //! The `deerflow` binary: parse, run, exit with the code the run earned.
 
 fn main() {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("deerflow: cannot start the async runtime: {e}");

@@ -93,20 +93,38 @@ mod tests {
     use super::*;
 
     fn tasks(failed: u32, timed_out: u32, cancelled: u32) -> TaskCounts {
-        TaskCounts { total: failed + timed_out + cancelled, completed: 0, failed, timed_out, cancelled }
+        TaskCounts {
+            total: failed + timed_out + cancelled,
+            completed: 0,
+            failed,
+            timed_out,
+            cancelled,
+        }
     }
 
     #[test]
     fn table_rows_in_order() {
         let none = TaskCounts::default();
         use RunStatus::*;
-        assert_eq!(exit_code(Cancelled, Some(StopCause::Sigint), &tasks(1, 1, 1)), 130);
+        assert_eq!(
+            exit_code(Cancelled, Some(StopCause::Sigint), &tasks(1, 1, 1)),
+            130
+        );
         assert_eq!(exit_code(Cancelled, Some(StopCause::Sigterm), &none), 143);
         assert_eq!(exit_code(Cancelled, Some(StopCause::Sighup), &none), 129);
-        assert_eq!(exit_code(Cancelled, Some(StopCause::StdoutClosed), &none), 141);
-        assert_eq!(exit_code(TimedOut, Some(StopCause::Timeout), &tasks(1, 0, 0)), 124);
+        assert_eq!(
+            exit_code(Cancelled, Some(StopCause::StdoutClosed), &none),
+            141
+        );
+        assert_eq!(
+            exit_code(TimedOut, Some(StopCause::Timeout), &tasks(1, 0, 0)),
+            124
+        );
         assert_eq!(exit_code(Failed, None, &tasks(1, 0, 0)), 1);
-        assert_eq!(exit_code(BudgetExceeded, Some(StopCause::Budget), &tasks(0, 0, 2)), 8);
+        assert_eq!(
+            exit_code(BudgetExceeded, Some(StopCause::Budget), &tasks(0, 0, 2)),
+            8
+        );
         assert_eq!(exit_code(MaxTurns, None, &tasks(1, 0, 0)), 7);
         assert_eq!(exit_code(NeedsClarification, None, &tasks(1, 0, 0)), 6);
         assert_eq!(exit_code(Completed, None, &tasks(1, 1, 1)), 3);

@@ -16,7 +16,12 @@ pub struct HumanView {
 impl HumanView {
     pub fn new(quiet: bool, color: bool, on_closed: Arc<dyn Fn() + Send + Sync>) -> Self {
         let progress = !quiet && std::io::stderr().is_terminal();
-        Self { progress, quiet, color, on_closed }
+        Self {
+            progress,
+            quiet,
+            color,
+            on_closed,
+        }
     }
 
     fn paint(&self, code: &str, s: &str) -> String {
@@ -34,25 +39,71 @@ impl HumanView {
     fn progress_line(&self, env: &Envelope) -> Option<String> {
         let dim = |s: String| self.paint("2", &s);
         Some(match &env.event {
-            Event::ToolCall { name, arguments, .. } if name != "task" => dim(format!("  · {name} {}", short(&arguments.to_string(), 80))),
-            Event::TaskQueued { task_id, description, position, .. } => dim(format!("  ⋯ queued {task_id} ({description}), position {position}")),
-            Event::TaskStarted { task_id, description, subagent_type, .. } => format!("  ▶ {task_id} [{subagent_type}] {description}"),
-            Event::TaskCompleted { task_id, duration_ms, .. } => self.paint("32", &format!("  ✓ {task_id} completed in {}", ms(*duration_ms))),
-            Event::TaskFailed { task_id, error, .. } => self.paint("31", &format!("  ✗ {task_id} failed: {}", short(error, 120))),
-            Event::TaskTimedOut { task_id, error, .. } => self.paint("31", &format!("  ⏱ {task_id}: {error}")),
-            Event::TaskCancelled { task_id, error, .. } => self.paint("33", &format!("  ⊘ {task_id} cancelled: {error}")),
+            Event::ToolCall {
+                name, arguments, ..
+            } if name != "task" => dim(format!("  · {name} {}", short(&arguments.to_string(), 80))),
+            Event::TaskQueued {
+                task_id,
+                description,
+                position,
+                ..
+            } => dim(format!(
+                "  ⋯ queued {task_id} ({description}), position {position}"
+            )),
+            Event::TaskStarted {
+                task_id,
+                description,
+                subagent_type,
+                ..
+            } => format!("  ▶ {task_id} [{subagent_type}] {description}"),
+            Event::TaskCompleted {
+                task_id,
+                duration_ms,
+                ..
+            } => self.paint(
+                "32",
+                &format!("  ✓ {task_id} completed in {}", ms(*duration_ms)),
+            ),
+            Event::TaskFailed { task_id, error, .. } => self.paint(
+                "31",
+                &format!("  ✗ {task_id} failed: {}", short(error, 120)),
+            ),
+            Event::TaskTimedOut { task_id, error, .. } => {
+                self.paint("31", &format!("  ⏱ {task_id}: {error}"))
+            }
+            Event::TaskCancelled { task_id, error, .. } => {
+                self.paint("33", &format!("  ⊘ {task_id} cancelled: {error}"))
+            }
             _ => return None,
         })
     }
 
     fn completed(&self, event: &Event) {
-        let Event::RunCompleted { status, final_message, error, duration_ms, turns, usage, tasks, .. } = event else {
+        let Event::RunCompleted {
+            status,
+            final_message,
+            error,
+            duration_ms,
+            turns,
+            usage,
+            tasks,
+            ..
+        } = event
+        else {
             return;
         };
         if let Some(m) = final_message {
             let mut out = std::io::stdout().lock();
-            let text = if m.ends_with('\n') { m.clone() } else { format!("{m}\n") };
-            if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+            let text = if m.ends_with('\n') {
+                m.clone()
+            } else {
+                format!("{m}\n")
+            };
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
                 (self.on_closed)();
             }
         }
@@ -60,9 +111,16 @@ impl HumanView {
             self.err_line(&self.paint("31", &format!("deerflow: {status}: {e}")));
         }
         if !self.quiet {
-            let mut s = format!("deerflow: {status} · {turns} turns · {} tokens · {}", usage.total_tokens, ms(*duration_ms));
+            let mut s = format!(
+                "deerflow: {status} · {turns} turns · {} tokens · {}",
+                usage.total_tokens,
+                ms(*duration_ms)
+            );
             if tasks.total > 0 {
-                s.push_str(&format!(" · {} tasks ({} completed)", tasks.total, tasks.completed));
+                s.push_str(&format!(
+                    " · {} tasks ({} completed)",
+                    tasks.total, tasks.completed
+                ));
             }
             if let Some(c) = usage.cost_usd {
                 s.push_str(&format!(" · ${c:.4}"));
@@ -75,10 +133,18 @@ impl HumanView {
 impl Renderer for HumanView {
     fn render(&mut self, env: &Envelope) {
         match &env.event {
-            Event::Warning { message, code, .. } => self.err_line(&self.paint("33", &format!("warning: {message} [{code}]"))),
+            Event::Warning { message, code, .. } => {
+                self.err_line(&self.paint("33", &format!("warning: {message} [{code}]")))
+            }
             Event::ClarificationRequested { question, options } => {
-                let opts = if options.is_empty() { String::new() } else { format!(" (options: {})", options.join(", ")) };
-                self.err_line(&format!("deerflow: the agent needs clarification: {question}{opts}"));
+                let opts = if options.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (options: {})", options.join(", "))
+                };
+                self.err_line(&format!(
+                    "deerflow: the agent needs clarification: {question}{opts}"
+                ));
             }
             e @ Event::RunCompleted { .. } => self.completed(e),
             _ if self.progress => {

@@ -60,7 +60,10 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn new(prices: HashMap<String, Price>) -> Self {
-        Self { inner: Mutex::default(), prices }
+        Self {
+            inner: Mutex::default(),
+            prices,
+        }
     }
 
     /// Records one response's usage; returns the run's total tokens afterwards.
@@ -74,7 +77,8 @@ impl Ledger {
             } else {
                 g.subagents.add(u);
             }
-            *g.cached_by_model.entry(model.to_string()).or_default() += u.cache_read_tokens.unwrap_or(0);
+            *g.cached_by_model.entry(model.to_string()).or_default() +=
+                u.cache_read_tokens.unwrap_or(0);
         }
         g.lead.total_tokens + g.subagents.total_tokens
     }
@@ -106,7 +110,12 @@ impl Ledger {
         let mut total = 0.0;
         for (model, t) in &g.by_model {
             let p = self.prices.get(model)?;
-            let cached = g.cached_by_model.get(model).copied().unwrap_or(0).min(t.input_tokens);
+            let cached = g
+                .cached_by_model
+                .get(model)
+                .copied()
+                .unwrap_or(0)
+                .min(t.input_tokens);
             let fresh = t.input_tokens - cached;
             let cache_price = p.cache_hit_per_mtok.unwrap_or(p.input_per_mtok);
             total += (fresh as f64 * p.input_per_mtok
@@ -123,7 +132,12 @@ mod tests {
     use super::*;
 
     fn u(i: u64, o: u64) -> Usage {
-        Usage { input_tokens: i, output_tokens: o, total_tokens: i + o, cache_read_tokens: None }
+        Usage {
+            input_tokens: i,
+            output_tokens: o,
+            total_tokens: i + o,
+            cache_read_tokens: None,
+        }
     }
 
     #[test]
@@ -133,7 +147,14 @@ mod tests {
         l.record(false, "b", Some(&u(100, 50)));
         assert_eq!(l.record(false, "b", None), 165);
         let s = l.snapshot();
-        assert_eq!(s.lead, UsageTotals { input_tokens: 10, output_tokens: 5, total_tokens: 15 });
+        assert_eq!(
+            s.lead,
+            UsageTotals {
+                input_tokens: 10,
+                output_tokens: 5,
+                total_tokens: 15
+            }
+        );
         assert_eq!(s.subagents.total_tokens, 150);
         assert_eq!(s.total_tokens, 165);
         assert_eq!(s.by_model.len(), 2);
@@ -143,7 +164,14 @@ mod tests {
     #[test]
     fn cost_needs_every_model_priced() {
         let mut prices = HashMap::new();
-        prices.insert("a".to_string(), Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cache_hit_per_mtok: None });
+        prices.insert(
+            "a".to_string(),
+            Price {
+                input_per_mtok: 1.0,
+                output_per_mtok: 2.0,
+                cache_hit_per_mtok: None,
+            },
+        );
         let l = Ledger::new(prices);
         l.record(true, "a", Some(&u(1_000_000, 500_000)));
         assert_eq!(l.snapshot().cost_usd, Some(2.0));

@@ -15,7 +15,11 @@ pub struct RunControl {
 
 impl RunControl {
     pub fn new(timeout_seconds: Option<f64>) -> Self {
-        Self { cancel: CancellationToken::new(), cause: Mutex::new(None), timeout_seconds }
+        Self {
+            cancel: CancellationToken::new(),
+            cause: Mutex::new(None),
+            timeout_seconds,
+        }
     }
 
     /// Stops the run; the first cause wins. Returns whether this call set it.
@@ -38,7 +42,10 @@ impl RunControl {
     pub fn cancel_message(&self) -> String {
         match self.cause() {
             Some(StopCause::Timeout) => {
-                format!("Run timed out after {} seconds", crate::agent::prompts::secs(self.timeout_seconds.unwrap_or(0.0)))
+                format!(
+                    "Run timed out after {} seconds",
+                    crate::agent::prompts::secs(self.timeout_seconds.unwrap_or(0.0))
+                )
             }
             Some(StopCause::Budget) => "Token budget exceeded".into(),
             Some(StopCause::Sigint) => "Run interrupted (SIGINT)".into(),

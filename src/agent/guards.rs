@@ -22,7 +22,14 @@ pub struct LoopLimits {
 
 impl Default for LoopLimits {
     fn default() -> Self {
-        Self { enabled: true, warn_threshold: 3, hard_limit: 5, window_size: 20, tool_freq_warn: 30, tool_freq_hard_limit: 50 }
+        Self {
+            enabled: true,
+            warn_threshold: 3,
+            hard_limit: 5,
+            window_size: 20,
+            tool_freq_warn: 30,
+            tool_freq_hard_limit: 50,
+        }
     }
 }
 
@@ -46,7 +53,13 @@ pub struct LoopDetector {
 
 impl LoopDetector {
     pub fn new(limits: LoopLimits) -> Self {
-        Self { limits, window: VecDeque::new(), per_tool: HashMap::new(), warned_hashes: Vec::new(), warned_tools: Vec::new() }
+        Self {
+            limits,
+            window: VecDeque::new(),
+            per_tool: HashMap::new(),
+            warned_hashes: Vec::new(),
+            warned_tools: Vec::new(),
+        }
     }
 
     pub fn observe(&mut self, calls: &[ToolCall]) -> LoopVerdict {
@@ -102,7 +115,10 @@ impl LoopDetector {
 
 /// Order-independent hash of a response's tool calls, each reduced to name + stable key.
 fn response_hash(calls: &[ToolCall]) -> u64 {
-    let mut keys: Vec<String> = calls.iter().map(|c| format!("{}\u{0}{}", c.name, stable_key(c))).collect();
+    let mut keys: Vec<String> = calls
+        .iter()
+        .map(|c| format!("{}\u{0}{}", c.name, stable_key(c)))
+        .collect();
     keys.sort();
     let mut h = DefaultHasher::new();
     keys.hash(&mut h);
@@ -117,11 +133,20 @@ fn stable_key(c: &ToolCall) -> String {
             format!("{}#{}", field(a, "path"), start / 200)
         }
         "write_file" | "str_replace" => a.to_string(),
-        _ => ["path", "url", "query", "command", "pattern", "glob", "prompt", "description"]
-            .iter()
-            .map(|k| field(a, k))
-            .collect::<Vec<_>>()
-            .join("\u{1}"),
+        _ => [
+            "path",
+            "url",
+            "query",
+            "command",
+            "pattern",
+            "glob",
+            "prompt",
+            "description",
+        ]
+        .iter()
+        .map(|k| field(a, k))
+        .collect::<Vec<_>>()
+        .join("\u{1}"),
     }
 }
 
@@ -149,7 +174,10 @@ pub enum BudgetCheck {
 
 impl Budget {
     pub fn new(max: Option<u64>) -> Self {
-        Self { max, warned: AtomicBool::new(false) }
+        Self {
+            max,
+            warned: AtomicBool::new(false),
+        }
     }
 
     pub fn max(&self) -> Option<u64> {
@@ -158,7 +186,9 @@ impl Budget {
 
     /// Checks the run's total after a response. `Warn` is returned once.
     pub fn check(&self, total: u64) -> BudgetCheck {
-        let Some(max) = self.max else { return BudgetCheck::Fine };
+        let Some(max) = self.max else {
+            return BudgetCheck::Fine;
+        };
         if total >= max {
             return BudgetCheck::Exceeded;
         }
@@ -179,7 +209,12 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, args: Value) -> ToolCall {
-        ToolCall { id: "x".into(), name: name.into(), arguments: args, invalid_arguments: None }
+        ToolCall {
+            id: "x".into(),
+            name: name.into(),
+            arguments: args,
+            invalid_arguments: None,
+        }
     }
 
     #[test]
@@ -195,7 +230,10 @@ mod tests {
 
     #[test]
     fn order_of_calls_does_not_matter_and_read_file_buckets_lines() {
-        let mut d = LoopDetector::new(LoopLimits { warn_threshold: 2, ..Default::default() });
+        let mut d = LoopDetector::new(LoopLimits {
+            warn_threshold: 2,
+            ..Default::default()
+        });
         let a = call("read_file", json!({"path": "a", "start_line": 1}));
         let b = call("grep", json!({"pattern": "x"}));
         d.observe(&[a.clone(), b.clone()]);
@@ -207,27 +245,49 @@ mod tests {
 
     #[test]
     fn window_forgets_old_responses() {
-        let mut d = LoopDetector::new(LoopLimits { window_size: 3, ..Default::default() });
+        let mut d = LoopDetector::new(LoopLimits {
+            window_size: 3,
+            ..Default::default()
+        });
         let c = [call("ls", json!({}))];
         for i in 0..10 {
             d.observe(&c);
             d.observe(&[call("ls", json!({"path": i.to_string()}))]);
             d.observe(&[call("glob", json!({"pattern": i.to_string()}))]);
         }
-        assert_eq!(d.observe(&[call("grep", json!({"pattern": "new"}))]), LoopVerdict::Fine);
+        assert_eq!(
+            d.observe(&[call("grep", json!({"pattern": "new"}))]),
+            LoopVerdict::Fine
+        );
     }
 
     #[test]
     fn per_tool_frequency() {
-        let mut d = LoopDetector::new(LoopLimits { tool_freq_warn: 2, tool_freq_hard_limit: 3, ..Default::default() });
-        assert_eq!(d.observe(&[call("grep", json!({"pattern": "1"}))]), LoopVerdict::Fine);
-        assert!(matches!(d.observe(&[call("grep", json!({"pattern": "2"}))]), LoopVerdict::Warn(_)));
-        assert!(matches!(d.observe(&[call("grep", json!({"pattern": "3"}))]), LoopVerdict::Stop(_)));
+        let mut d = LoopDetector::new(LoopLimits {
+            tool_freq_warn: 2,
+            tool_freq_hard_limit: 3,
+            ..Default::default()
+        });
+        assert_eq!(
+            d.observe(&[call("grep", json!({"pattern": "1"}))]),
+            LoopVerdict::Fine
+        );
+        assert!(matches!(
+            d.observe(&[call("grep", json!({"pattern": "2"}))]),
+            LoopVerdict::Warn(_)
+        ));
+        assert!(matches!(
+            d.observe(&[call("grep", json!({"pattern": "3"}))]),
+            LoopVerdict::Stop(_)
+        ));
     }
 
     #[test]
     fn disabled_detector_never_fires() {
-        let mut d = LoopDetector::new(LoopLimits { enabled: false, ..Default::default() });
+        let mut d = LoopDetector::new(LoopLimits {
+            enabled: false,
+            ..Default::default()
+        });
         for _ in 0..10 {
             assert_eq!(d.observe(&[call("ls", json!({}))]), LoopVerdict::Fine);
         }

@@ -67,12 +67,22 @@ impl Progress {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEnd {
     /// A final answer (`stop_reason` "loop_capped" when the loop guard forced it).
-    Final { text: Option<String>, stop_reason: Option<&'static str> },
+    Final {
+        text: Option<String>,
+        stop_reason: Option<&'static str>,
+    },
     /// `max_turns` reached; the last non-empty assistant text, if any.
-    MaxTurns { last_text: Option<String> },
-    Clarify { question: String, options: Vec<String> },
+    MaxTurns {
+        last_text: Option<String>,
+    },
+    Clarify {
+        question: String,
+        options: Vec<String>,
+    },
     /// This agent's response reached the token budget.
-    Budget { last_text: Option<String> },
+    Budget {
+        last_text: Option<String>,
+    },
     Failed(String),
     Cancelled,
 }

@@ -26,7 +26,10 @@ pub struct LeadObserver {
 impl Observer for LeadObserver {
     fn assistant(&self, text: Option<&str>, _calls: &[ToolCall]) {
         if let Some(t) = text {
-            self.events.emit(Event::Message { role: "assistant".into(), text: t.to_string() });
+            self.events.emit(Event::Message {
+                role: "assistant".into(),
+                text: t.to_string(),
+            });
         }
     }
 

@@ -81,7 +81,10 @@ mod tests {
 
     #[test]
     fn guidance_lists_types_and_batch_size() {
-        let d = DelegationInfo { max_concurrent: 4, types: vec![("general-purpose".into(), "does things".into())] };
+        let d = DelegationInfo {
+            max_concurrent: 4,
+            types: vec![("general-purpose".into(), "does things".into())],
+        };
         let s = lead_system(false, Some(&d));
         assert!(s.contains("at most 4 task calls"));
         assert!(s.contains("`general-purpose`: does things"));

@@ -9,7 +9,9 @@ use serde_json::{json, Map, Value};
 use super::guards::{BudgetCheck, LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::Event;
-use crate::model::{AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, RetryNotice, ToolCall};
+use crate::model::{
+    AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, RetryNotice, ToolCall,
+};
 use crate::tools::{Control, ToolContext, ToolOutput};
 
 /// Runs `agent` on `prompt` until it ends.
@@ -38,7 +40,10 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             Err(e) => return AgentEnd::Failed(e.to_string()),
         };
         turn += 1;
-        agent.progress.turns.store(turn as u32, std::sync::atomic::Ordering::SeqCst);
+        agent
+            .progress
+            .turns
+            .store(turn as u32, std::sync::atomic::Ordering::SeqCst);
         let budget_hit = account(agent, shared, &resp);
         let text = resp.text.clone().filter(|t| !t.trim().is_empty());
         if text.is_some() {
@@ -48,7 +53,10 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         if force_final || calls.is_empty() {
             agent.observer.assistant(text.as_deref(), &[]);
             let stop_reason = force_final.then_some("loop_capped");
-            return AgentEnd::Final { text: text.or(last_text), stop_reason };
+            return AgentEnd::Final {
+                text: text.or(last_text),
+                stop_reason,
+            };
         }
         // A response's tool calls run only if another model call is allowed after them.
         if budget_hit {
@@ -63,7 +71,9 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         match detector.observe(&calls) {
             LoopVerdict::Fine => {}
             LoopVerdict::Warn(m) => {
-                agent.events.emit(Event::warning("loop_detected", m.clone()));
+                agent
+                    .events
+                    .emit(Event::warning("loop_detected", m.clone()));
                 notice = Some(format!("[deerflow] Warning: {m}."));
             }
             LoopVerdict::Stop(m) => {
@@ -74,20 +84,30 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         }
         agent.observer.assistant(text.as_deref(), &calls);
         if force_final {
-            messages.push(Message::Assistant { text: text.clone(), tool_calls: vec![] });
+            messages.push(Message::Assistant {
+                text: text.clone(),
+                tool_calls: vec![],
+            });
             messages.push(Message::User(
                 "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
             ));
             continue;
         }
-        messages.push(Message::Assistant { text, tool_calls: calls.clone() });
+        messages.push(Message::Assistant {
+            text,
+            tool_calls: calls.clone(),
+        });
         let outputs = run_tools(agent, &calls).await;
         let mut clarify = None;
         for (call, out) in calls.iter().zip(outputs) {
             if let Some(Control::Clarify { question, options }) = out.control {
                 clarify.get_or_insert((question, options));
             }
-            messages.push(Message::Tool { call_id: call.id.clone(), name: call.name.clone(), content: out.text });
+            messages.push(Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: out.text,
+            });
         }
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, messages.last_mut()) {
             content.push_str("\n\n");
@@ -113,11 +133,20 @@ fn retry_warning(n: &RetryNotice) -> Event {
     let mut extra = Map::new();
     extra.insert("attempt".into(), json!(n.attempt));
     extra.insert("delay_ms".into(), json!(n.delay_ms));
-    extra.insert("status".into(), n.status.map(Value::from).unwrap_or(Value::Null));
-    let status = n.status.map(|s| format!("HTTP {s}")).unwrap_or_else(|| "connection error".into());
+    extra.insert(
+        "status".into(),
+        n.status.map(Value::from).unwrap_or(Value::Null),
+    );
+    let status = n
+        .status
+        .map(|s| format!("HTTP {s}"))
+        .unwrap_or_else(|| "connection error".into());
     Event::Warning {
         code: "model_retry".into(),
-        message: format!("model call failed ({status}: {}); retry {} in {} ms", n.message, n.attempt, n.delay_ms),
+        message: format!(
+            "model call failed ({status}: {}); retry {} in {} ms",
+            n.message, n.attempt, n.delay_ms
+        ),
         extra,
     }
 }
@@ -136,14 +165,24 @@ fn account(agent: &Agent, shared: &RunShared, resp: &ModelResponse) -> bool {
         reported: u.is_some(),
     });
     if let Some(u) = u {
-        agent.progress.usage.lock().unwrap_or_else(|p| p.into_inner()).add(u);
+        agent
+            .progress
+            .usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(u);
     }
-    let total = shared.ledger.record(matches!(agent.id, AgentId::Lead), &agent.model_name, u);
+    let total = shared
+        .ledger
+        .record(matches!(agent.id, AgentId::Lead), &agent.model_name, u);
     match shared.budget.check(total) {
         BudgetCheck::Fine => false,
         BudgetCheck::Warn => {
             let max = shared.budget.max().unwrap_or(0);
-            agent.events.emit(Event::warning("budget", format!("{total} of {max} budgeted tokens spent (80% or more)")));
+            agent.events.emit(Event::warning(
+                "budget",
+                format!("{total} of {max} budgeted tokens spent (80% or more)"),
+            ));
             false
         }
         BudgetCheck::Exceeded => {
@@ -159,7 +198,10 @@ fn account(agent: &Agent, shared: &RunShared, resp: &ModelResponse) -> bool {
 
 /// Runs one response's tool calls concurrently; results come back in call order.
 async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
-    let contexts: Vec<ToolContext> = calls.iter().map(|c| agent.tool_ctx.for_call(&c.id)).collect();
+    let contexts: Vec<ToolContext> = calls
+        .iter()
+        .map(|c| agent.tool_ctx.for_call(&c.id))
+        .collect();
     let futures: Vec<_> = calls
         .iter()
         .zip(&contexts)
@@ -179,7 +221,11 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
     join_all(futures).await
 }
 
-fn dispatch<'a>(agent: &'a Agent, call: &'a ToolCall, ctx: &'a ToolContext) -> crate::model::BoxFuture<'a, ToolOutput> {
+fn dispatch<'a>(
+    agent: &'a Agent,
+    call: &'a ToolCall,
+    ctx: &'a ToolContext,
+) -> crate::model::BoxFuture<'a, ToolOutput> {
     if let Some(raw) = &call.invalid_arguments {
         let (excerpt, _) = super::observer::cap_chars(raw, 200);
         let out = ToolOutput::error(format!(

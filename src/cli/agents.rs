@@ -12,14 +12,22 @@ use crate::subagent::SubagentType;
 
 pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let loaded = match config::load(&config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd }) {
+    let loaded = match config::load(&config::LoadOptions {
+        explicit: config_path,
+        sets: Vec::new(),
+        cwd,
+    }) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
-    let inputs = RegistryInputs { allow_bash: cfg.sandbox.allow_host_bash, timeout_flag: None, lead_model: &lead };
+    let inputs = RegistryInputs {
+        allow_bash: cfg.sandbox.allow_host_bash,
+        timeout_flag: None,
+        lead_model: &lead,
+    };
     let (types, warnings) = effective_types(&cfg.subagents, &inputs);
     for w in warnings {
         crate::logging::warn(&w);
@@ -32,7 +40,11 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
 }
 
 fn tools_text(t: &SubagentType) -> String {
-    let base = t.tools.as_ref().map(|v| v.join(",")).unwrap_or_else(|| "all".into());
+    let base = t
+        .tools
+        .as_ref()
+        .map(|v| v.join(","))
+        .unwrap_or_else(|| "all".into());
     if t.disallowed_tools.is_empty() {
         base
     } else {
@@ -65,11 +77,29 @@ fn table(types: &[SubagentType]) -> String {
                 t.max_turns.to_string(),
                 crate::agent::prompts::secs(t.timeout_seconds),
                 tools_text(t),
-                t.skills.as_ref().map(|s| if s.is_empty() { "none".into() } else { s.join(",") }).unwrap_or_else(|| "all".into()),
+                t.skills
+                    .as_ref()
+                    .map(|s| {
+                        if s.is_empty() {
+                            "none".into()
+                        } else {
+                            s.join(",")
+                        }
+                    })
+                    .unwrap_or_else(|| "all".into()),
             ]
         })
         .collect();
-    let header = ["NAME", "SOURCE", "MODEL", "MAX_TURNS", "TIMEOUT_S", "TOOLS", "SKILLS"].map(String::from);
+    let header = [
+        "NAME",
+        "SOURCE",
+        "MODEL",
+        "MAX_TURNS",
+        "TIMEOUT_S",
+        "TOOLS",
+        "SKILLS",
+    ]
+    .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -77,7 +107,13 @@ fn table(types: &[SubagentType]) -> String {
         }
     }
     let line = |r: &[String; 7]| {
-        r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+        r.iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
     };
     let mut out = vec![line(&header)];
     out.extend(rows.iter().map(line));

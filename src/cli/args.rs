@@ -81,7 +81,12 @@ pub struct RunArgs {
     pub prompt_arg: Option<String>,
 
     /// The task (instead of the positional PROMPT)
-    #[arg(short = 'p', long = "prompt", value_name = "TEXT", conflicts_with = "prompt_file")]
+    #[arg(
+        short = 'p',
+        long = "prompt",
+        value_name = "TEXT",
+        conflicts_with = "prompt_file"
+    )]
     pub prompt: Option<String>,
 
     /// Read the task from a file
@@ -161,9 +166,14 @@ pub struct RunArgs {
 pub fn parse_duration(s: &str) -> Result<f64, String> {
     let t = s.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        return if secs > 0.0 && secs.is_finite() { Ok(secs) } else { Err(format!("'{s}' must be a positive duration")) };
+        return if secs > 0.0 && secs.is_finite() {
+            Ok(secs)
+        } else {
+            Err(format!("'{s}' must be a positive duration"))
+        };
     }
-    let d = humantime::parse_duration(t).map_err(|e| format!("'{s}' is not a duration like 90s, 30m or 1h ({e})"))?;
+    let d = humantime::parse_duration(t)
+        .map_err(|e| format!("'{s}' is not a duration like 90s, 30m or 1h ({e})"))?;
     if d.is_zero() {
         return Err(format!("'{s}' must be a positive duration"));
     }

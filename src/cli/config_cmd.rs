@@ -12,7 +12,11 @@ use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
 pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let opts = config::LoadOptions { explicit: config_path, sets: Vec::new(), cwd };
+    let opts = config::LoadOptions {
+        explicit: config_path,
+        sets: Vec::new(),
+        cwd,
+    };
     if let ConfigAction::Check { json } = action {
         return check(&opts, json);
     }
@@ -31,8 +35,15 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
 
 fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
     let report = config::check(opts);
-    let code = if report.problems.is_empty() { EXIT_OK } else { EXIT_CONFIG };
-    let source = config::load(opts).ok().and_then(|l| l.source).map(|p| p.display().to_string());
+    let code = if report.problems.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_CONFIG
+    };
+    let source = config::load(opts)
+        .ok()
+        .and_then(|l| l.source)
+        .map(|p| p.display().to_string());
     if as_json {
         let v = json!({"ok": code == EXIT_OK, "source": source, "problems": report.problems, "warnings": report.warnings});
         let printed = print(&serde_json::to_string_pretty(&v).unwrap_or_default());

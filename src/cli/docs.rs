@@ -10,7 +10,11 @@ use crate::outcome::{EXIT_FAILED, EXIT_OK, EXIT_SIGPIPE};
 /// Prints text to stdout; a closed stdout is exit 141.
 pub fn print(text: &str) -> i32 {
     let mut out = std::io::stdout().lock();
-    let line = if text.ends_with('\n') { text.to_string() } else { format!("{text}\n") };
+    let line = if text.ends_with('\n') {
+        text.to_string()
+    } else {
+        format!("{text}\n")
+    };
     match out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => EXIT_OK,
         Err(_) => EXIT_SIGPIPE,

@@ -25,7 +25,9 @@ pub async fn main() -> i32 {
         Command::Run(args) => run::run(*args, cli.config).await,
         Command::Agents { json } => agents::agents(cli.config, json),
         Command::Config { action } => config_cmd::config(cli.config, action),
-        Command::Schema => docs::print(&serde_json::to_string_pretty(&crate::schema::event_schema()).unwrap_or_default()),
+        Command::Schema => docs::print(
+            &serde_json::to_string_pretty(&crate::schema::event_schema()).unwrap_or_default(),
+        ),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
     }
@@ -39,7 +41,10 @@ fn clap_error(e: clap::Error) -> i32 {
         }
         _ => {
             let rendered = e.render().to_string();
-            let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage");
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid usage");
             let msg = first.trim().trim_start_matches("error: ");
             usage_error(msg)
         }

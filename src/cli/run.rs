@@ -42,37 +42,86 @@ pub async fn run(args: RunArgs, config_path: Option<PathBuf>) -> i32 {
 }
 
 fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early> {
-    let cwd = std::env::current_dir().map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
     let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
-    let loaded = config::load(&config::LoadOptions { explicit: config_path, sets: args.set.clone(), cwd: cwd.clone() })?;
+    let loaded = config::load(&config::LoadOptions {
+        explicit: config_path,
+        sets: args.set.clone(),
+        cwd: cwd.clone(),
+    })?;
     let prompt = read_prompt(&args)?;
     let cfg = &loaded.config;
     let max_concurrent = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent);
     let max_tasks = args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run);
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
-    let record = args.record.as_ref().map(|p| (p.clone(), Arc::new(RecordLog::default())));
-    let mut models = ModelBuilder { loaded: &loaded, cwd: &cwd, record: record.as_ref().map(|r| r.1.clone()), built: HashMap::new(), prices: HashMap::new() };
+    let record = args
+        .record
+        .as_ref()
+        .map(|p| (p.clone(), Arc::new(RecordLog::default())));
+    let mut models = ModelBuilder {
+        loaded: &loaded,
+        cwd: &cwd,
+        record: record.as_ref().map(|r| r.1.clone()),
+        built: HashMap::new(),
+        prices: HashMap::new(),
+    };
     let lead_name = config::model_choice(args.model.as_deref(), cfg)?;
     let lead = models.build(&lead_name)?;
-    let mut warnings: Vec<(String, String)> = loaded.ignored_warning().into_iter().map(|m| ("config_ignored".to_string(), m)).collect();
-    let skills_dir = args.skills.clone().map(|d| cwd.join(d)).unwrap_or_else(|| loaded.skills_dir());
+    let mut warnings: Vec<(String, String)> = loaded
+        .ignored_warning()
+        .into_iter()
+        .map(|m| ("config_ignored".to_string(), m))
+        .collect();
+    let skills_dir = args
+        .skills
+        .clone()
+        .map(|d| cwd.join(d))
+        .unwrap_or_else(|| loaded.skills_dir());
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
-    warnings.extend(skill_warnings.into_iter().map(|m| ("skill_skipped".to_string(), m)));
+    warnings.extend(
+        skill_warnings
+            .into_iter()
+            .map(|m| ("skill_skipped".to_string(), m)),
+    );
     let subagents = if cfg.subagents.enabled && !args.no_subagents {
-        let inputs = RegistryInputs { allow_bash, timeout_flag: args.subagent_timeout, lead_model: &lead.info.name };
+        let inputs = RegistryInputs {
+            allow_bash,
+            timeout_flag: args.subagent_timeout,
+            lead_model: &lead.info.name,
+        };
         let (types, reg_warnings) = effective_types(&cfg.subagents, &inputs);
-        warnings.extend(reg_warnings.into_iter().map(|m| ("config_ignored".to_string(), m)));
+        warnings.extend(
+            reg_warnings
+                .into_iter()
+                .map(|m| ("config_ignored".to_string(), m)),
+        );
         for t in &types {
             models.build(&t.model)?;
         }
-        let by_name = models.built.iter().map(|(k, v)| (k.clone(), v.model.clone())).collect();
-        Some(Arc::new(SubagentSetup { types, models: by_name, skills: skill_list }))
+        let by_name = models
+            .built
+            .iter()
+            .map(|(k, v)| (k.clone(), v.model.clone()))
+            .collect();
+        Some(Arc::new(SubagentSetup {
+            types,
+            models: by_name,
+            skills: skill_list,
+        }))
     } else {
         None
     };
-    let workspace = Workspace::new(&workspace_dir, Some(&skills_dir))
-        .map_err(|e| Early::Usage(format!("cannot use workspace {}: {e}", workspace_dir.display())))?;
-    let max_tokens = args.max_tokens.or(cfg.token_budget.enabled.then_some(cfg.token_budget.max_tokens));
+    let workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
+        Early::Usage(format!(
+            "cannot use workspace {}: {e}",
+            workspace_dir.display()
+        ))
+    })?;
+    let max_tokens = args.max_tokens.or(cfg
+        .token_budget
+        .enabled
+        .then_some(cfg.token_budget.max_tokens));
     Ok(RunSpec {
         prompt,
         model: lead,
@@ -97,9 +146,14 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
 }
 
 fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {
-    let dir = flag.map(|d| cwd.join(d)).unwrap_or_else(|| cwd.to_path_buf());
+    let dir = flag
+        .map(|d| cwd.join(d))
+        .unwrap_or_else(|| cwd.to_path_buf());
     if !dir.is_dir() {
-        return Err(Early::Usage(format!("workspace {} is not a directory", dir.display())));
+        return Err(Early::Usage(format!(
+            "workspace {} is not a directory",
+            dir.display()
+        )));
     }
     Ok(dir)
 }
@@ -114,7 +168,10 @@ fn read_prompt(args: &RunArgs) -> Result<String, Early> {
             .map_err(|e| Early::Usage(format!("cannot read --prompt-file {}: {e}", f.display())))?,
         (None, None, None) => {
             if std::io::stdin().is_terminal() {
-                return Err(Early::Usage("no prompt: pass PROMPT, -p TEXT, --prompt-file PATH, or pipe it on stdin".into()));
+                return Err(Early::Usage(
+                    "no prompt: pass PROMPT, -p TEXT, --prompt-file PATH, or pipe it on stdin"
+                        .into(),
+                ));
             }
             read_stdin()?
         }
@@ -127,7 +184,9 @@ fn read_prompt(args: &RunArgs) -> Result<String, Early> {
 
 fn read_stdin() -> Result<String, Early> {
     let mut s = String::new();
-    std::io::stdin().read_to_string(&mut s).map_err(|e| Early::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+    std::io::stdin()
+        .read_to_string(&mut s)
+        .map_err(|e| Early::Usage(format!("cannot read the prompt from stdin: {e}")))?;
     Ok(s)
 }
 
@@ -136,7 +195,8 @@ fn use_color(c: ColorChoice) -> bool {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
-            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::io::stderr().is_terminal()
         }
     }
 }
@@ -184,10 +244,21 @@ impl ModelBuilder<'_> {
             model = Arc::new(Recorder::new(model, log.clone()));
         }
         if let Some(p) = &r.price {
-            let price = Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cache_hit_per_mtok: p.input_cache_hit_per_mtok };
+            let price = Price {
+                input_per_mtok: p.input_per_mtok,
+                output_per_mtok: p.output_per_mtok,
+                cache_hit_per_mtok: p.input_cache_hit_per_mtok,
+            };
             self.prices.insert(r.name.clone(), price);
         }
-        let m = LeadModel { info: ModelInfo { name: r.name.clone(), provider: r.provider.to_string(), model: r.model.clone() }, model };
+        let m = LeadModel {
+            info: ModelInfo {
+                name: r.name.clone(),
+                provider: r.provider.to_string(),
+                model: r.model.clone(),
+            },
+            model,
+        };
         self.built.insert(name.to_string(), m.clone());
         Ok(m)
     }
@@ -202,8 +273,15 @@ fn build_model(r: &config::ResolvedModel) -> Result<Arc<dyn ChatModel>, Early> {
             let c = Cassette::load(path).map_err(bad)?;
             Ok(Arc::new(ReplayModel::new(c, r.model.clone())))
         }
-        ("openai", Some(h), _) => Ok(Arc::new(OpenAiModel::new(h.clone()).map_err(|e| bad(e.to_string()))?)),
-        ("anthropic", Some(h), _) => Ok(Arc::new(AnthropicModel::new(h.clone()).map_err(|e| bad(e.to_string()))?)),
-        _ => Err(bad(format!("model '{}' cannot be served (provider {})", r.name, r.provider))),
+        ("openai", Some(h), _) => Ok(Arc::new(
+            OpenAiModel::new(h.clone()).map_err(|e| bad(e.to_string()))?,
+        )),
+        ("anthropic", Some(h), _) => Ok(Arc::new(
+            AnthropicModel::new(h.clone()).map_err(|e| bad(e.to_string()))?,
+        )),
+        _ => Err(bad(format!(
+            "model '{}' cannot be served (provider {})",
+            r.name, r.provider
+        ))),
     }
 }

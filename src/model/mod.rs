@@ -52,10 +52,20 @@ impl ToolCall {
     pub fn from_raw(id: String, name: String, raw: &str) -> Self {
         let trimmed = raw.trim();
         if trimmed.is_empty() {
-            return Self { id, name, arguments: Value::Object(Default::default()), invalid_arguments: None };
+            return Self {
+                id,
+                name,
+                arguments: Value::Object(Default::default()),
+                invalid_arguments: None,
+            };
         }
         match serde_json::from_str::<Value>(trimmed) {
-            Ok(v @ Value::Object(_)) => Self { id, name, arguments: v, invalid_arguments: None },
+            Ok(v @ Value::Object(_)) => Self {
+                id,
+                name,
+                arguments: v,
+                invalid_arguments: None,
+            },
             _ => Self {
                 id,
                 name,
@@ -109,7 +119,10 @@ pub struct ModelResponse {
 pub enum AgentId {
     Lead,
     /// A sub-agent, keyed by its task description (and its unique task id).
-    Task { description: String, task_id: String },
+    Task {
+        description: String,
+        task_id: String,
+    },
 }
 
 impl std::fmt::Display for AgentId {
@@ -153,7 +166,10 @@ pub struct CallContext {
 
 impl CallContext {
     pub fn new(cancel: CancellationToken) -> Self {
-        Self { cancel, on_retry: Arc::new(|_| {}) }
+        Self {
+            cancel,
+            on_retry: Arc::new(|_| {}),
+        }
     }
 }
 
@@ -222,7 +238,11 @@ pub struct HttpSettings {
 }
 
 impl HttpSettings {
-    pub fn new(model: impl Into<String>, base_url: impl Into<String>, api_key: Option<String>) -> Self {
+    pub fn new(
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Self {
         Self {
             model: model.into(),
             base_url: base_url.into(),

@@ -9,7 +9,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall, Usage};
+use super::{
+    AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall,
+    Usage,
+};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Cassette {
@@ -72,7 +75,11 @@ impl Cassette {
         let c: Cassette = serde_json::from_str(&text)
             .map_err(|e| format!("cassette {} is not valid: {e}", path.display()))?;
         if c.version != 1 {
-            return Err(format!("cassette {}: unsupported version {} (expected 1)", path.display(), c.version));
+            return Err(format!(
+                "cassette {}: unsupported version {} (expected 1)",
+                path.display(),
+                c.version
+            ));
         }
         Ok(c)
     }
@@ -80,9 +87,11 @@ impl Cassette {
     fn script_for(&self, agent: &AgentId) -> &[ScriptedResponse] {
         match agent {
             AgentId::Lead => &self.lead,
-            AgentId::Task { description, .. } => {
-                self.tasks.get(description).map(Vec::as_slice).unwrap_or(&self.default_task)
-            }
+            AgentId::Task { description, .. } => self
+                .tasks
+                .get(description)
+                .map(Vec::as_slice)
+                .unwrap_or(&self.default_task),
         }
     }
 }
@@ -95,7 +104,10 @@ pub struct ReplayModel {
 
 impl ReplayModel {
     pub fn new(cassette: Cassette, label: impl Into<String>) -> Self {
-        Self { cassette, label: label.into() }
+        Self {
+            cassette,
+            label: label.into(),
+        }
     }
 
     fn respond(&self, req: &ChatRequest) -> Result<(ModelResponse, Option<u64>), ModelError> {
@@ -122,7 +134,11 @@ impl ReplayModel {
 }
 
 fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
-    let tool_calls = if req.tool_choice_none { &[][..] } else { &r.tool_calls[..] };
+    let tool_calls = if req.tool_choice_none {
+        &[][..]
+    } else {
+        &r.tool_calls[..]
+    };
     let tool_calls = tool_calls
         .iter()
         .enumerate()
@@ -139,8 +155,17 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         total_tokens: u.total_tokens.unwrap_or(u.input_tokens + u.output_tokens),
         cache_read_tokens: u.cache_read_tokens,
     });
-    let finish = if tool_calls.is_empty() { "stop" } else { "tool_calls" };
-    ModelResponse { text: r.text.clone().filter(|t| !t.is_empty()), tool_calls, usage, finish_reason: Some(finish.into()) }
+    let finish = if tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    ModelResponse {
+        text: r.text.clone().filter(|t| !t.is_empty()),
+        tool_calls,
+        usage,
+        finish_reason: Some(finish.into()),
+    }
 }
 
 /// Ids are derived from the agent and turn, never from a global counter, so a replay
@@ -153,7 +178,11 @@ fn generated_id(req: &ChatRequest, index: usize) -> String {
 }
 
 impl ChatModel for ReplayModel {
-    fn complete<'a>(&'a self, req: &'a ChatRequest, ctx: &'a CallContext) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let (resp, delay) = self.respond(req)?;
             if let Some(ms) = delay.filter(|ms| *ms > 0) {
@@ -185,14 +214,24 @@ impl Recorder {
 }
 
 impl ChatModel for Recorder {
-    fn complete<'a>(&'a self, req: &'a ChatRequest, ctx: &'a CallContext) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let result = self.inner.complete(req, ctx).await;
             let scripted = match &result {
                 Ok(r) => Some(from_response(r)),
-                Err(ModelError::Http { status, message, .. }) => {
-                    Some(ScriptedResponse { error: Some(ScriptedError { status: *status, message: message.clone() }), ..Default::default() })
-                }
+                Err(ModelError::Http {
+                    status, message, ..
+                }) => Some(ScriptedResponse {
+                    error: Some(ScriptedError {
+                        status: *status,
+                        message: message.clone(),
+                    }),
+                    ..Default::default()
+                }),
                 Err(_) => None,
             };
             if let Some(s) = scripted {
@@ -210,7 +249,11 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
         tool_calls: r
             .tool_calls
             .iter()
-            .map(|c| ScriptedCall { id: Some(c.id.clone()), name: c.name.clone(), arguments: c.arguments.clone() })
+            .map(|c| ScriptedCall {
+                id: Some(c.id.clone()),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {
             input_tokens: u.input_tokens,
@@ -233,8 +276,13 @@ impl RecordLog {
         for (agent, turn, resp) in g.iter() {
             match agent {
                 AgentId::Lead => lead.push((*turn, resp.clone())),
-                AgentId::Task { description, task_id } => {
-                    let e = tasks.entry(description.clone()).or_insert_with(|| (task_id.clone(), Vec::new()));
+                AgentId::Task {
+                    description,
+                    task_id,
+                } => {
+                    let e = tasks
+                        .entry(description.clone())
+                        .or_insert_with(|| (task_id.clone(), Vec::new()));
                     if &e.0 == task_id {
                         e.1.push((*turn, resp.clone()));
                     }
@@ -248,7 +296,10 @@ impl RecordLog {
         Cassette {
             version: 1,
             lead: ordered(lead),
-            tasks: tasks.into_iter().map(|(d, (_, v))| (d, ordered(v))).collect(),
+            tasks: tasks
+                .into_iter()
+                .map(|(d, (_, v))| (d, ordered(v)))
+                .collect(),
             default_task: Vec::new(),
         }
     }
@@ -266,7 +317,14 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     fn req(agent: AgentId, turn: usize) -> ChatRequest {
-        ChatRequest { system: String::new(), messages: vec![], tools: vec![], tool_choice_none: false, agent, turn }
+        ChatRequest {
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+            tool_choice_none: false,
+            agent,
+            turn,
+        }
     }
 
     fn cassette() -> Cassette {
@@ -290,25 +348,53 @@ mod tests {
         let r1 = m.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
         assert_eq!(r1.text.as_deref(), Some("final"));
         assert_eq!(r1.usage.unwrap().total_tokens, 940);
-        let t = AgentId::Task { description: "count".into(), task_id: "t".into() };
-        assert_eq!(m.complete(&req(t, 0), &ctx).await.unwrap().text.as_deref(), Some("42"));
-        let d = AgentId::Task { description: "other".into(), task_id: "t2".into() };
-        assert_eq!(m.complete(&req(d, 0), &ctx).await.unwrap().text.as_deref(), Some("done"));
+        let t = AgentId::Task {
+            description: "count".into(),
+            task_id: "t".into(),
+        };
+        assert_eq!(
+            m.complete(&req(t, 0), &ctx).await.unwrap().text.as_deref(),
+            Some("42")
+        );
+        let d = AgentId::Task {
+            description: "other".into(),
+            task_id: "t2".into(),
+        };
+        assert_eq!(
+            m.complete(&req(d, 0), &ctx).await.unwrap().text.as_deref(),
+            Some("done")
+        );
     }
 
     #[tokio::test]
     async fn past_the_end_names_cassette_agent_and_turn() {
         let m = ReplayModel::new(cassette(), "c.json");
         let ctx = CallContext::new(CancellationToken::new());
-        let e = m.complete(&req(AgentId::Lead, 2), &ctx).await.unwrap_err().to_string();
-        assert!(e.contains("c.json") && e.contains("lead") && e.contains("turn 3"), "{e}");
+        let e = m
+            .complete(&req(AgentId::Lead, 2), &ctx)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.json") && e.contains("lead") && e.contains("turn 3"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
     async fn scripted_error_is_an_http_error() {
-        let c: Cassette = serde_json::from_value(json!({"version":1,"lead":[{"error":{"status":503,"message":"down"}}]})).unwrap();
+        let c: Cassette = serde_json::from_value(
+            json!({"version":1,"lead":[{"error":{"status":503,"message":"down"}}]}),
+        )
+        .unwrap();
         let m = ReplayModel::new(c, "c");
-        let e = m.complete(&req(AgentId::Lead, 0), &CallContext::new(CancellationToken::new())).await.unwrap_err();
+        let e = m
+            .complete(
+                &req(AgentId::Lead, 0),
+                &CallContext::new(CancellationToken::new()),
+            )
+            .await
+            .unwrap_err();
         assert!(matches!(e, ModelError::Http { status: 503, .. }));
     }
 

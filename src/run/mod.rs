@@ -53,7 +53,10 @@ pub async fn execute(spec: RunSpec) -> i32 {
         control: control.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
-    let scheduler = spec.subagents.clone().map(|setup| Scheduler::new(setup, shared.clone(), events.clone(), &spec));
+    let scheduler = spec
+        .subagents
+        .clone()
+        .map(|setup| Scheduler::new(setup, shared.clone(), events.clone(), &spec));
     let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
     let end = drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await;
     if let Some(s) = &scheduler {
@@ -76,13 +79,20 @@ pub async fn execute(spec: RunSpec) -> i32 {
     drop(events);
     let drained = writer.finish(Duration::from_secs(2));
     finish_outputs(&spec, status, final_message.as_deref());
-    if stdout_closed.load(Ordering::SeqCst) || (!drained && control.cause() == Some(StopCause::StdoutClosed)) {
+    if stdout_closed.load(Ordering::SeqCst)
+        || (!drained && control.cause() == Some(StopCause::StdoutClosed))
+    {
         code = EXIT_SIGPIPE;
     }
     code
 }
 
-fn output_for(spec: &RunSpec, run_id: &str, control: &Arc<RunControl>, closed: &Arc<AtomicBool>) -> Output {
+fn output_for(
+    spec: &RunSpec,
+    run_id: &str,
+    control: &Arc<RunControl>,
+    closed: &Arc<AtomicBool>,
+) -> Output {
     let on_closed: Arc<dyn Fn() + Send + Sync> = {
         let (control, closed) = (control.clone(), closed.clone());
         Arc::new(move || {
@@ -91,14 +101,23 @@ fn output_for(spec: &RunSpec, run_id: &str, control: &Arc<RunControl>, closed: &
         })
     };
     if spec.json {
-        Output::Json { run_id: run_id.to_string(), on_closed }
+        Output::Json {
+            run_id: run_id.to_string(),
+            on_closed,
+        }
     } else {
-        Output::Human(Box::new(crate::ui::HumanView::new(spec.quiet, spec.color, on_closed)))
+        Output::Human(Box::new(crate::ui::HumanView::new(
+            spec.quiet, spec.color, on_closed,
+        )))
     }
 }
 
 fn run_started(spec: &RunSpec) -> Event {
-    let types = spec.subagents.as_ref().map(|s| s.type_names()).unwrap_or_default();
+    let types = spec
+        .subagents
+        .as_ref()
+        .map(|s| s.type_names())
+        .unwrap_or_default();
     Event::RunStarted {
         schema_version: crate::events::SCHEMA_VERSION,
         version: env!("CARGO_PKG_VERSION").into(),
@@ -121,11 +140,16 @@ fn lead_agent(
     scheduler: Option<&Arc<Scheduler>>,
 ) -> Agent {
     let mut tools: ToolBox = crate::tools::standard_tools(spec.limits.allow_host_bash);
-    tools.push(Arc::new(PresentFilesTool { artifacts: artifacts.clone() }));
+    tools.push(Arc::new(PresentFilesTool {
+        artifacts: artifacts.clone(),
+    }));
     tools.push(Arc::new(AskClarificationTool));
     let delegation = scheduler.map(|s| {
         tools.push(s.task_tool());
-        DelegationInfo { max_concurrent: spec.max_concurrent, types: s.type_descriptions() }
+        DelegationInfo {
+            max_concurrent: spec.max_concurrent,
+            types: s.type_descriptions(),
+        }
     });
     Agent {
         id: AgentId::Lead,
@@ -142,21 +166,28 @@ fn lead_agent(
             call_id: String::new(),
         },
         events: events.clone(),
-        observer: Arc::new(LeadObserver { events: events.clone() }),
+        observer: Arc::new(LeadObserver {
+            events: events.clone(),
+        }),
         progress: spec.lead_progress.clone(),
     }
 }
 
 /// Runs the lead in its own task (a panic becomes a failed run) and gives it a bounded
 /// time to wind down once the run is stopped.
-async fn drive_lead(lead: Agent, shared: Arc<RunShared>, prompt: String, control: &RunControl) -> Result<AgentEnd, String> {
+async fn drive_lead(
+    lead: Agent,
+    shared: Arc<RunShared>,
+    prompt: String,
+    control: &RunControl,
+) -> Result<AgentEnd, String> {
     let mut handle = tokio::spawn(async move { run_agent(&lead, &shared, prompt).await });
     let stopped = async {
         control.cancel.cancelled().await;
         tokio::time::sleep(WIND_DOWN).await;
     };
     tokio::select! {
-        r = &mut handle => r.map_err(|e| panic_message(e)),
+        r = &mut handle => r.map_err(panic_message),
         _ = stopped => {
             handle.abort();
             Ok(AgentEnd::Cancelled)
@@ -197,25 +228,38 @@ fn classify(
     match end {
         AgentEnd::Final { text, .. } => (RunStatus::Completed, text, None),
         AgentEnd::Clarify { question, options } => {
-            events.emit(Event::ClarificationRequested { question: question.clone(), options });
+            events.emit(Event::ClarificationRequested {
+                question: question.clone(),
+                options,
+            });
             (RunStatus::NeedsClarification, Some(question), None)
         }
         AgentEnd::MaxTurns { .. } => (
             RunStatus::MaxTurns,
             None,
-            Some(format!("Reached max_turns={} without a final answer", spec.max_turns)),
+            Some(format!(
+                "Reached max_turns={} without a final answer",
+                spec.max_turns
+            )),
         ),
         AgentEnd::Budget { .. } => (RunStatus::BudgetExceeded, None, Some(budget_error(spec))),
         AgentEnd::Failed(e) => (RunStatus::Failed, None, Some(e)),
         AgentEnd::Cancelled if cause == Some(StopCause::Budget) => {
             (RunStatus::BudgetExceeded, None, Some(budget_error(spec)))
         }
-        AgentEnd::Cancelled => (RunStatus::Failed, None, Some("internal error: the run was cancelled without a cause".into())),
+        AgentEnd::Cancelled => (
+            RunStatus::Failed,
+            None,
+            Some("internal error: the run was cancelled without a cause".into()),
+        ),
     }
 }
 
 fn budget_error(spec: &RunSpec) -> String {
-    format!("Token budget exceeded ({} tokens)", spec.max_tokens.unwrap_or(0))
+    format!(
+        "Token budget exceeded ({} tokens)",
+        spec.max_tokens.unwrap_or(0)
+    )
 }
 
 fn cause_error(c: StopCause, spec: &RunSpec) -> String {
@@ -224,7 +268,10 @@ fn cause_error(c: StopCause, spec: &RunSpec) -> String {
         StopCause::Sigterm => "Terminated by SIGTERM".into(),
         StopCause::Sighup => "Terminated by SIGHUP".into(),
         StopCause::StdoutClosed => "stdout was closed".into(),
-        StopCause::Timeout => format!("Run timed out after {} seconds", prompts::secs(spec.timeout_seconds.unwrap_or(0.0))),
+        StopCause::Timeout => format!(
+            "Run timed out after {} seconds",
+            prompts::secs(spec.timeout_seconds.unwrap_or(0.0))
+        ),
         StopCause::Budget => budget_error(spec),
     }
 }
@@ -249,6 +296,16 @@ fn finish_outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>
 
 /// A random UUID (v4 layout); its first 8 hex digits are the trace id.
 fn new_run_id() -> String {
-    let hex: String = (0..32).map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0')).collect();
-    format!("{}-{}-4{}-{}{}-{}", &hex[..8], &hex[8..12], &hex[13..16], ["8", "9", "a", "b"][fastrand::usize(0..4)], &hex[17..20], &hex[20..32])
+    let hex: String = (0..32)
+        .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0'))
+        .collect();
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[13..16],
+        ["8", "9", "a", "b"][fastrand::usize(0..4)],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }

@@ -17,7 +17,9 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
     ];
     for (kind, cause) in kinds {
         let Ok(mut stream) = signal(kind) else {
-            crate::logging::warn("cannot install a signal handler; signals will end the run abruptly");
+            crate::logging::warn(
+                "cannot install a signal handler; signals will end the run abruptly",
+            );
             continue;
         };
         let (control, workspace) = (control.clone(), workspace.clone());

@@ -14,7 +14,8 @@ pub const GENERAL_PURPOSE_PROMPT: &str = "You are a sub-agent of deerflow, worki
      ## Files\nFiles you read or changed, as workspace-relative paths.\n\
      ## Issues\nAnything unresolved, uncertain or that failed; `none` if nothing.";
 
-pub const BASH_DESCRIPTION: &str = "A command-line specialist: runs shell commands in the workspace (builds, \
+pub const BASH_DESCRIPTION: &str =
+    "A command-line specialist: runs shell commands in the workspace (builds, \
      tests, git, file processing) and reports each command with its outcome.";
 
 pub const BASH_PROMPT: &str = "You are a command-line sub-agent of deerflow, working on one delegated \

@@ -4,7 +4,9 @@
 
 use crate::config::SubagentsConfig;
 
-use super::prompts::{BASH_DESCRIPTION, BASH_PROMPT, GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_PROMPT};
+use super::prompts::{
+    BASH_DESCRIPTION, BASH_PROMPT, GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_PROMPT,
+};
 use super::SubagentType;
 
 /// A built-in type's own definition.
@@ -50,7 +52,10 @@ pub struct RegistryInputs<'a> {
 
 /// The effective types, built-ins first then custom types in name order; and warnings
 /// about overrides that name no type.
-pub fn effective_types(cfg: &SubagentsConfig, inp: &RegistryInputs) -> (Vec<SubagentType>, Vec<String>) {
+pub fn effective_types(
+    cfg: &SubagentsConfig,
+    inp: &RegistryInputs,
+) -> (Vec<SubagentType>, Vec<String>) {
     let mut types = Vec::new();
     for b in BUILT_INS.iter().filter(|b| !b.needs_bash || inp.allow_bash) {
         types.push(layer(built_in(b, cfg, inp.lead_model), cfg, inp));
@@ -76,7 +81,9 @@ pub fn effective_types(cfg: &SubagentsConfig, inp: &RegistryInputs) -> (Vec<Suba
     let warnings = cfg
         .agents
         .keys()
-        .filter(|k| !types.iter().any(|t| &t.name == *k) && !(k.as_str() == "bash" && !inp.allow_bash))
+        .filter(|k| {
+            !types.iter().any(|t| &t.name == *k) && (k.as_str() != "bash" || inp.allow_bash)
+        })
         .map(|k| format!("subagents.agents.{k} names no sub-agent type; it is ignored"))
         .collect();
     (types, warnings)

@@ -31,7 +31,12 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     pub fn duration_ms(&self) -> u64 {
-        let since = self.started.lock().ok().and_then(|g| *g).unwrap_or(self.accepted);
+        let since = self
+            .started
+            .lock()
+            .ok()
+            .and_then(|g| *g)
+            .unwrap_or(self.accepted);
         since.elapsed().as_millis() as u64
     }
 }
@@ -58,11 +63,19 @@ pub struct Scheduler {
 /// Whether a task may run now or has to wait for a slot.
 pub enum Admission {
     Now,
-    Queued { position: u32, ready: oneshot::Receiver<()> },
+    Queued {
+        position: u32,
+        ready: oneshot::Receiver<()>,
+    },
 }
 
 impl Scheduler {
-    pub fn new(setup: Arc<SubagentSetup>, shared: Arc<RunShared>, events: EventSink, spec: &RunSpec) -> Arc<Self> {
+    pub fn new(
+        setup: Arc<SubagentSetup>,
+        shared: Arc<RunShared>,
+        events: EventSink,
+        spec: &RunSpec,
+    ) -> Arc<Self> {
         Arc::new(Self {
             setup,
             shared,
@@ -78,11 +91,17 @@ impl Scheduler {
     }
 
     pub fn task_tool(self: &Arc<Self>) -> Arc<dyn Tool> {
-        Arc::new(super::task_tool::TaskTool { scheduler: self.clone() })
+        Arc::new(super::task_tool::TaskTool {
+            scheduler: self.clone(),
+        })
     }
 
     pub fn type_descriptions(&self) -> Vec<(String, String)> {
-        self.setup.types.iter().map(|t| (t.name.clone(), t.description.clone())).collect()
+        self.setup
+            .types
+            .iter()
+            .map(|t| (t.name.clone(), t.description.clone()))
+            .collect()
     }
 
     pub fn max_tasks(&self) -> u32 {
@@ -90,7 +109,13 @@ impl Scheduler {
     }
 
     /// Accepts a task unless the run's task limit is reached; the id is made unique.
-    pub fn accept(&self, call_id: &str, description: &str, prompt: &str, kind: SubagentType) -> Option<Arc<TaskRecord>> {
+    pub fn accept(
+        &self,
+        call_id: &str,
+        description: &str,
+        prompt: &str,
+        kind: SubagentType,
+    ) -> Option<Arc<TaskRecord>> {
         let mut tasks = lock(&self.tasks);
         if tasks.len() as u32 >= self.max_tasks {
             return None;
@@ -112,7 +137,11 @@ impl Scheduler {
 
     fn unique_id(&self, call_id: &str, n: usize) -> String {
         let mut ids = lock(&self.ids);
-        let base = if call_id.trim().is_empty() { format!("task_{}", n + 1) } else { call_id.to_string() };
+        let base = if call_id.trim().is_empty() {
+            format!("task_{}", n + 1)
+        } else {
+            call_id.to_string()
+        };
         let mut id = base.clone();
         let mut k = 2;
         while ids.contains(&id) {
@@ -132,7 +161,10 @@ impl Scheduler {
         }
         let (tx, rx) = oneshot::channel();
         s.waiting.push_back(tx);
-        Admission::Queued { position: s.waiting.len() as u32, ready: rx }
+        Admission::Queued {
+            position: s.waiting.len() as u32,
+            ready: rx,
+        }
     }
 
     /// Frees a slot and hands it to the first waiter still waiting.
@@ -140,7 +172,9 @@ impl Scheduler {
         let mut s = lock(&self.slots);
         s.running = s.running.saturating_sub(1);
         while s.running < self.max_concurrent {
-            let Some(tx) = s.waiting.pop_front() else { break };
+            let Some(tx) = s.waiting.pop_front() else {
+                break;
+            };
             if tx.send(()).is_ok() {
                 s.running += 1;
             }
@@ -149,7 +183,10 @@ impl Scheduler {
 
     pub fn counts(&self) -> TaskCounts {
         let tasks = lock(&self.tasks);
-        let mut c = TaskCounts { total: tasks.len() as u32, ..Default::default() };
+        let mut c = TaskCounts {
+            total: tasks.len() as u32,
+            ..Default::default()
+        };
         for t in tasks.iter() {
             match t.state.get() {
                 TaskState::Completed => c.completed += 1,
@@ -164,7 +201,11 @@ impl Scheduler {
 
     /// At the end of a run: tasks still going are cancelled and get their terminal event.
     pub async fn shutdown(&self, control: &crate::agent::RunControl) {
-        let pending: Vec<Arc<TaskRecord>> = lock(&self.tasks).iter().filter(|t| !t.state.get().is_terminal()).cloned().collect();
+        let pending: Vec<Arc<TaskRecord>> = lock(&self.tasks)
+            .iter()
+            .filter(|t| !t.state.get().is_terminal())
+            .cloned()
+            .collect();
         if pending.is_empty() {
             return;
         }

@@ -48,7 +48,12 @@ impl StateCell {
     /// Pending → Running. False when the task already ended (cancelled while queued).
     pub fn start(&self) -> bool {
         self.0
-            .compare_exchange(TaskState::Pending as u8, TaskState::Running as u8, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(
+                TaskState::Pending as u8,
+                TaskState::Running as u8,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
             .is_ok()
     }
 
@@ -60,7 +65,10 @@ impl StateCell {
             if TaskState::from_u8(cur).is_terminal() {
                 return false;
             }
-            match self.0.compare_exchange(cur, to as u8, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .0
+                .compare_exchange(cur, to as u8, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }
@@ -96,14 +104,23 @@ mod tests {
         for _ in 0..200 {
             let s = Arc::new(StateCell::default());
             s.start();
-            let handles: Vec<_> = [TaskState::Completed, TaskState::Failed, TaskState::TimedOut, TaskState::Cancelled]
+            let handles: Vec<_> = [
+                TaskState::Completed,
+                TaskState::Failed,
+                TaskState::TimedOut,
+                TaskState::Cancelled,
+            ]
+            .into_iter()
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || s.finish(t))
+            })
+            .collect();
+            let wins = handles
                 .into_iter()
-                .map(|t| {
-                    let s = s.clone();
-                    std::thread::spawn(move || s.finish(t))
-                })
-                .collect();
-            let wins = handles.into_iter().map(|h| h.join().unwrap()).filter(|w| *w).count();
+                .map(|h| h.join().unwrap())
+                .filter(|w| *w)
+                .count();
             assert_eq!(wins, 1);
         }
     }

@@ -27,8 +27,13 @@ pub struct TaskTool {
 impl Tool for TaskTool {
     fn spec(&self) -> ToolSpec {
         let names = self.scheduler.setup.type_names();
-        let listed: Vec<String> =
-            self.scheduler.setup.types.iter().map(|t| format!("{}: {}", t.name, t.description)).collect();
+        let listed: Vec<String> = self
+            .scheduler
+            .setup
+            .types
+            .iter()
+            .map(|t| format!("{}: {}", t.name, t.description))
+            .collect();
         ToolSpec {
             name: "task".into(),
             description: format!(
@@ -62,7 +67,11 @@ impl Tool for TaskTool {
             match handle.await {
                 Ok(out) => out,
                 Err(e) => {
-                    let why = if e.is_panic() { "internal error: the sub-agent panicked" } else { "the sub-agent was aborted" };
+                    let why = if e.is_panic() {
+                        "internal error: the sub-agent panicked"
+                    } else {
+                        "the sub-agent was aborted"
+                    };
                     finish_failed(&sched, &rec, why, None);
                     ToolOutput::error(format!("Task failed. Error: {why}"))
                 }
@@ -72,7 +81,11 @@ impl Tool for TaskTool {
 }
 
 impl TaskTool {
-    fn prepare(&self, args: &Value, ctx: &ToolContext) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
+    fn prepare(
+        &self,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
         let s = &self.scheduler;
         let description = arg_str(args, "description")?.trim().to_string();
         let prompt = arg_str(args, "prompt")?.to_string();
@@ -80,11 +93,15 @@ impl TaskTool {
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");
             let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");
-            s.events.emit(Event::warning("unknown_subagent_type", msg.clone()));
+            s.events
+                .emit(Event::warning("unknown_subagent_type", msg.clone()));
             return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
         };
         let Some(rec) = s.accept(&ctx.call_id, &description, &prompt, t) else {
-            let msg = format!("task limit reached: this run may start at most {} sub-agents (--max-tasks)", s.max_tasks());
+            let msg = format!(
+                "task limit reached: this run may start at most {} sub-agents (--max-tasks)",
+                s.max_tasks()
+            );
             s.events.emit(Event::warning("task_limit", msg.clone()));
             return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
         };
@@ -172,28 +189,54 @@ async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
     finish(s, rec, end)
 }
 
-fn build_agent(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>, cancel: tokio_util::sync::CancellationToken) -> Result<Agent, String> {
+fn build_agent(
+    s: &Arc<Scheduler>,
+    rec: &Arc<TaskRecord>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<Agent, String> {
     let t = &rec.kind;
     let events = s.events.for_task(&rec.id);
     let skills: Vec<&super::Skill> = s
         .setup
         .skills
         .iter()
-        .filter(|k| t.skills.as_ref().is_none_or(|allowed| allowed.contains(&k.name)))
+        .filter(|k| {
+            t.skills
+                .as_ref()
+                .is_none_or(|allowed| allowed.contains(&k.name))
+        })
         .collect();
     // Every reachable model is resolved before the run starts, so this only guards a bug.
-    let model = s.setup.models.get(&t.model).cloned().ok_or_else(|| format!("internal error: model '{}' was not resolved", t.model))?;
+    let model = s
+        .setup
+        .models
+        .get(&t.model)
+        .cloned()
+        .ok_or_else(|| format!("internal error: model '{}' was not resolved", t.model))?;
     Ok(Agent {
-        id: AgentId::Task { description: rec.description.clone(), task_id: rec.id.clone() },
+        id: AgentId::Task {
+            description: rec.description.clone(),
+            task_id: rec.id.clone(),
+        },
         caller: format!("subagent:{}", t.name),
         model,
         model_name: t.model.clone(),
         system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash),
         tools: subagent_tools(t, s.limits.allow_host_bash),
         max_turns: t.max_turns,
-        tool_ctx: ToolContext { workspace: s.workspace.clone(), limits: s.limits.clone(), cancel, call_id: String::new() },
+        tool_ctx: ToolContext {
+            workspace: s.workspace.clone(),
+            limits: s.limits.clone(),
+            cancel,
+            call_id: String::new(),
+        },
         events: events.clone(),
-        observer: Arc::new(TaskObserver { events, task_id: rec.id.clone(), index: AtomicU32::new(0), progress: rec.progress.clone() }),
+        observer: Arc::new(TaskObserver {
+            events,
+            task_id: rec.id.clone(),
+            index: AtomicU32::new(0),
+            progress: rec.progress.clone(),
+        }),
         progress: rec.progress.clone(),
     })
 }
@@ -214,23 +257,39 @@ pub fn subagent_tools(t: &super::SubagentType, allow_bash: bool) -> ToolBox {
 fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
     let control = &s.shared.control;
     match end {
-        AgentEnd::Final { text, stop_reason } => {
-            finish_completed(s, rec, text.unwrap_or_else(|| "No response generated".into()), stop_reason)
+        AgentEnd::Final { text, stop_reason } => finish_completed(
+            s,
+            rec,
+            text.unwrap_or_else(|| "No response generated".into()),
+            stop_reason,
+        ),
+        AgentEnd::MaxTurns { last_text: Some(t) } => {
+            finish_completed(s, rec, t, Some("turn_capped"))
         }
-        AgentEnd::MaxTurns { last_text: Some(t) } => finish_completed(s, rec, t, Some("turn_capped")),
-        AgentEnd::MaxTurns { last_text: None } => {
-            finish_failed(s, rec, &format!("Reached max_turns={}", rec.kind.max_turns), Some("turn_capped"))
-        }
+        AgentEnd::MaxTurns { last_text: None } => finish_failed(
+            s,
+            rec,
+            &format!("Reached max_turns={}", rec.kind.max_turns),
+            Some("turn_capped"),
+        ),
         AgentEnd::Budget { .. } => finish_cancelled(s, rec, "Token budget exceeded"),
         AgentEnd::Failed(e) => finish_failed(s, rec, &e, None),
         AgentEnd::Cancelled => finish_cancelled(s, rec, &control.cancel_message()),
-        AgentEnd::Clarify { question, .. } => {
-            finish_failed(s, rec, &format!("the sub-agent asked for clarification: {question}"), None)
-        }
+        AgentEnd::Clarify { question, .. } => finish_failed(
+            s,
+            rec,
+            &format!("the sub-agent asked for clarification: {question}"),
+            None,
+        ),
     }
 }
 
-fn finish_completed(s: &Scheduler, rec: &TaskRecord, result: String, stop_reason: Option<&str>) -> ToolOutput {
+fn finish_completed(
+    s: &Scheduler,
+    rec: &TaskRecord,
+    result: String,
+    stop_reason: Option<&str>,
+) -> ToolOutput {
     if !rec.state.finish(TaskState::Completed) {
         return already_ended(rec);
     }
@@ -245,7 +304,12 @@ fn finish_completed(s: &Scheduler, rec: &TaskRecord, result: String, stop_reason
     ToolOutput::ok(format!("Task Succeeded. Result: {result}"))
 }
 
-pub(super) fn finish_failed(s: &Scheduler, rec: &TaskRecord, error: &str, stop_reason: Option<&str>) -> ToolOutput {
+pub(super) fn finish_failed(
+    s: &Scheduler,
+    rec: &TaskRecord,
+    error: &str,
+    stop_reason: Option<&str>,
+) -> ToolOutput {
     if !rec.state.finish(TaskState::Failed) {
         return already_ended(rec);
     }
@@ -261,7 +325,10 @@ pub(super) fn finish_failed(s: &Scheduler, rec: &TaskRecord, error: &str, stop_r
 }
 
 fn finish_timed_out(s: &Scheduler, rec: &TaskRecord) -> ToolOutput {
-    let error = format!("Execution timed out after {} seconds", secs(rec.kind.timeout_seconds));
+    let error = format!(
+        "Execution timed out after {} seconds",
+        secs(rec.kind.timeout_seconds)
+    );
     if !rec.state.finish(TaskState::TimedOut) {
         return already_ended(rec);
     }
@@ -291,12 +358,15 @@ pub(super) fn finish_cancelled(s: &Scheduler, rec: &TaskRecord, error: &str) -> 
 /// The answer for a task whose terminal state someone else set first.
 fn already_ended(rec: &TaskRecord) -> ToolOutput {
     let state = rec.state.get();
-    ToolOutput::error(format!("Task {}. Error: the task had already ended", match state {
-        TaskState::Completed => "completed",
-        TaskState::TimedOut => "timed out",
-        TaskState::Cancelled => "cancelled",
-        _ => "failed",
-    }))
+    ToolOutput::error(format!(
+        "Task {}. Error: the task had already ended",
+        match state {
+            TaskState::Completed => "completed",
+            TaskState::TimedOut => "timed out",
+            TaskState::Cancelled => "cancelled",
+            _ => "failed",
+        }
+    ))
 }
 
 /// Reports a sub-agent's messages as `task_running` events with cumulative usage.
@@ -321,7 +391,10 @@ impl TaskObserver {
 
 impl Observer for TaskObserver {
     fn assistant(&self, text: Option<&str>, calls: &[ToolCall]) {
-        let calls: Vec<Value> = calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect();
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            .collect();
         self.emit(json!({"role": "assistant", "text": text.unwrap_or(""), "tool_calls": calls}));
     }
 

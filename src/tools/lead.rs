@@ -17,9 +17,10 @@ impl Tool for PresentFilesTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "present_files".into(),
-            description: "Mark files you produced as the outputs of this run. They are listed to the \
+            description:
+                "Mark files you produced as the outputs of this run. They are listed to the \
                           user when the run ends. Each file must exist in the workspace."
-                .into(),
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -61,7 +62,11 @@ impl PresentFilesTool {
                 g.push(s.clone());
             }
         }
-        ToolOutput::ok(format!("Presented {} file(s): {}", shown.len(), shown.join(", ")))
+        ToolOutput::ok(format!(
+            "Presented {} file(s): {}",
+            shown.len(),
+            shown.join(", ")
+        ))
     }
 }
 
@@ -72,9 +77,10 @@ impl Tool for AskClarificationTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "ask_clarification".into(),
-            description: "Ask the user a question when the task cannot be done without the answer. \
+            description:
+                "Ask the user a question when the task cannot be done without the answer. \
                           This ends the run: the question is reported and the run stops."
-                .into(),
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -97,13 +103,21 @@ impl Tool for AskClarificationTool {
             let options: Vec<String> = args
                 .get("options")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default();
             let mut text = format!("Clarification requested: {question}");
             if let Some(c) = arg_opt_str(&args, "context") {
                 text.push_str(&format!("\nContext: {c}"));
             }
-            ToolOutput { status: super::ToolStatus::Ok, text, control: Some(Control::Clarify { question, options }) }
+            ToolOutput {
+                status: super::ToolStatus::Ok,
+                text,
+                control: Some(Control::Clarify { question, options }),
+            }
         })
     }
 }

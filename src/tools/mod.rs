@@ -33,7 +33,10 @@ impl ToolStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
     /// `ask_clarification`: end the run and ask the user.
-    Clarify { question: String, options: Vec<String> },
+    Clarify {
+        question: String,
+        options: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,10 +49,18 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        Self { status: ToolStatus::Ok, text: text.into(), control: None }
+        Self {
+            status: ToolStatus::Ok,
+            text: text.into(),
+            control: None,
+        }
     }
     pub fn error(text: impl Into<String>) -> Self {
-        Self { status: ToolStatus::Error, text: text.into(), control: None }
+        Self {
+            status: ToolStatus::Error,
+            text: text.into(),
+            control: None,
+        }
     }
 }
 
@@ -88,7 +99,10 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub fn for_call(&self, call_id: &str) -> Self {
-        Self { call_id: call_id.to_string(), ..self.clone() }
+        Self {
+            call_id: call_id.to_string(),
+            ..self.clone()
+        }
     }
 }
 
@@ -101,9 +115,9 @@ pub type ToolBox = Vec<Arc<dyn Tool>>;
 
 /// Reads a required string argument, or says which one is missing.
 pub fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolOutput> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolOutput::error(format!("Error: missing required string argument '{key}'")))
+    args.get(key).and_then(Value::as_str).ok_or_else(|| {
+        ToolOutput::error(format!("Error: missing required string argument '{key}'"))
+    })
 }
 
 pub fn arg_opt_str<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
@@ -115,7 +129,10 @@ pub fn arg_bool(args: &Value, key: &str, default: bool) -> bool {
 }
 
 pub fn arg_u64(args: &Value, key: &str) -> Option<u64> {
-    args.get(key).and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+    args.get(key).and_then(|v| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    })
 }
 
 /// The file, search and (when allowed) shell tools every agent may get.

@@ -1,6 +1,6 @@
 //! Integration test modules (one binary: tests/all.rs).
 
-mod mock_selftest;
 mod harness;
+mod mock_selftest;
 mod replay_runs;
 mod subagents;

@@ -11,17 +11,34 @@ fn model_arg(p: &std::path::Path) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn text_only_answer_completes_with_exit_0() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "hello there", "usage": {"input_tokens": 12, "output_tokens": 3}}]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "say hi"]).cwd(ws.path()).json().await;
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"text": "hello there", "usage": {"input_tokens": 12, "output_tokens": 3}}]}),
+    );
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "say hi"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(out.types(), ["run_started", "usage", "message", "run_completed"]);
+    assert_eq!(
+        out.types(),
+        ["run_started", "usage", "message", "run_completed"]
+    );
     let started = out.first("run_started");
     assert_eq!(started["schema_version"], 1);
     assert_eq!(started["model"]["provider"], "replay");
     assert_eq!(started["model"]["name"], model_arg(&c));
     assert_eq!(out.first("message")["text"], "hello there");
     let u = out.first("usage");
-    assert_eq!((u["caller"].as_str(), u["input_tokens"].as_u64(), u["total_tokens"].as_u64(), u["reported"].as_bool()), (Some("lead"), Some(12), Some(15), Some(true)));
+    assert_eq!(
+        (
+            u["caller"].as_str(),
+            u["input_tokens"].as_u64(),
+            u["total_tokens"].as_u64(),
+            u["reported"].as_bool()
+        ),
+        (Some("lead"), Some(12), Some(15), Some(true))
+    );
     let done = out.completed();
     assert_eq!(done["status"], "completed");
     assert_eq!(done["final_message"], "hello there");
@@ -36,15 +53,31 @@ async fn text_only_answer_completes_with_exit_0() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tool_round_trip_writes_and_reads_a_file() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [
-        {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "notes/a.txt", "content": "alpha\nbeta\n"}}]},
-        {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "notes/a.txt", "start_line": 2, "end_line": 2}}]},
-        {"tool_calls": [{"id": "p1", "name": "present_files", "arguments": {"filepaths": ["notes/a.txt"]}}]},
-        {"text": "done"}
-    ]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "-C", ws.path().to_str().unwrap(), "write it"]).json().await;
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "notes/a.txt", "content": "alpha\nbeta\n"}}]},
+            {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "notes/a.txt", "start_line": 2, "end_line": 2}}]},
+            {"tool_calls": [{"id": "p1", "name": "present_files", "arguments": {"filepaths": ["notes/a.txt"]}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "-C",
+        ws.path().to_str().unwrap(),
+        "write it",
+    ])
+    .json()
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(std::fs::read_to_string(ws.path().join("notes/a.txt")).unwrap(), "alpha\nbeta\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes/a.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
     let results = out.of_type("tool_result");
     assert_eq!(results[0]["call_id"], "w1");
     assert_eq!(results[0]["output"], "OK");
@@ -64,24 +97,48 @@ async fn tool_round_trip_writes_and_reads_a_file() {
 #[tokio::test(flavor = "multi_thread")]
 async fn max_turns_drops_the_last_tool_calls_and_exits_7() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [
-        {"tool_calls": [{"name": "ls", "arguments": {}}]},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "never.txt", "content": "x"}}]},
-    ]}));
-    let out = deerflow(["run", "--json", "--max-turns", "2", "-m", &model_arg(&c), "loop"]).cwd(ws.path()).json().await;
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"name": "ls", "arguments": {}}]},
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "never.txt", "content": "x"}}]},
+        ]}),
+    );
+    let out = deerflow([
+        "run",
+        "--json",
+        "--max-turns",
+        "2",
+        "-m",
+        &model_arg(&c),
+        "loop",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
     assert_eq!(out.code, 7, "{}", out.stderr);
     assert_eq!(out.completed()["status"], "max_turns");
-    assert_eq!(out.of_type("tool_call").len(), 1, "the last response's calls are dropped");
+    assert_eq!(
+        out.of_type("tool_call").len(),
+        1,
+        "the last response's calls are dropped"
+    );
     assert!(!ws.path().join("never.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clarification_ends_the_run_with_exit_6() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [
-        {"tool_calls": [{"name": "ask_clarification", "arguments": {"question": "Which file?", "options": ["a", "b"]}}]},
-    ]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "edit the file"]).cwd(ws.path()).json().await;
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"name": "ask_clarification", "arguments": {"question": "Which file?", "options": ["a", "b"]}}]},
+        ]}),
+    );
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "edit the file"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(out.code, 6, "{}", out.stderr);
     let q = out.first("clarification_requested");
     assert_eq!(q["question"], "Which file?");
@@ -94,15 +151,30 @@ async fn clarification_ends_the_run_with_exit_6() {
 async fn prompt_from_stdin_and_empty_stdin() {
     let ws = workspace();
     let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c)]).cwd(ws.path()).stdin("from stdin\n").json().await;
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c)])
+        .cwd(ws.path())
+        .stdin("from stdin\n")
+        .json()
+        .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let dash = deerflow(["run", "--json", "-m", &model_arg(&c), "-"]).cwd(ws.path()).stdin("dash prompt").json().await;
+    let dash = deerflow(["run", "--json", "-m", &model_arg(&c), "-"])
+        .cwd(ws.path())
+        .stdin("dash prompt")
+        .json()
+        .await;
     assert_eq!(dash.code, 0, "{}", dash.stderr);
-    let empty = deerflow(["run", "--json", "-m", &model_arg(&c)]).cwd(ws.path()).stdin("").output().await;
+    let empty = deerflow(["run", "--json", "-m", &model_arg(&c)])
+        .cwd(ws.path())
+        .stdin("")
+        .output()
+        .await;
     assert_eq!(empty.code, 2);
     assert!(empty.stdout.is_empty());
     assert_eq!(empty.stderr.lines().count(), 1, "{}", empty.stderr);
-    let blank = deerflow(["run", "--json", "-m", &model_arg(&c), "   "]).cwd(ws.path()).output().await;
+    let blank = deerflow(["run", "--json", "-m", &model_arg(&c), "   "])
+        .cwd(ws.path())
+        .output()
+        .await;
     assert_eq!(blank.code, 2);
 }
 
@@ -111,58 +183,108 @@ async fn a_given_prompt_never_reads_stdin() {
     let ws = workspace();
     let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
     // stdin is a pipe that is never written or closed: reading it would hang.
-    let mut cmd = deerflow(["run", "--json", "-m", &model_arg(&c), "given"]).cwd(ws.path()).command();
+    let mut cmd = deerflow(["run", "--json", "-m", &model_arg(&c), "given"])
+        .cwd(ws.path())
+        .command();
     cmd.stdin(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output()).await.expect("blocked on stdin").unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("blocked on stdin")
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn human_mode_prints_the_answer_on_stdout_and_writes_output_file() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "the answer", "usage": {"input_tokens": 5, "output_tokens": 2}}]}));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"text": "the answer", "usage": {"input_tokens": 5, "output_tokens": 2}}]}),
+    );
     let last = ws.path().join("last.txt");
-    let out = deerflow(["run", "-m", &model_arg(&c), "-o", last.to_str().unwrap(), "q"]).cwd(ws.path()).output().await;
+    let out = deerflow([
+        "run",
+        "-m",
+        &model_arg(&c),
+        "-o",
+        last.to_str().unwrap(),
+        "q",
+    ])
+    .cwd(ws.path())
+    .output()
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "the answer\n");
-    assert!(out.stderr.contains("completed") && out.stderr.contains("7 tokens"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("completed") && out.stderr.contains("7 tokens"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(std::fs::read_to_string(&last).unwrap(), "the answer");
-    let quiet = deerflow(["run", "-q", "-m", &model_arg(&c), "q"]).cwd(ws.path()).output().await;
+    let quiet = deerflow(["run", "-q", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .output()
+        .await;
     assert_eq!(quiet.stderr, "");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn scripted_provider_error_fails_the_run_with_exit_1() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"error": {"status": 500, "message": "boom"}}]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "q"]).cwd(ws.path()).json().await;
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"error": {"status": 500, "message": "boom"}}]}),
+    );
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(out.code, 1);
     assert_eq!(out.completed()["status"], "failed");
     assert!(out.completed()["error"].as_str().unwrap().contains("boom"));
-    let past = cassette(ws.path(), json!({"version": 1, "lead": [{"tool_calls": [{"name": "ls"}]}]}));
-    let out = deerflow(["run", "--json", "-m", &model_arg(&past), "q"]).cwd(ws.path()).json().await;
+    let past = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"tool_calls": [{"name": "ls"}]}]}),
+    );
+    let out = deerflow(["run", "--json", "-m", &model_arg(&past), "q"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(out.code, 1);
     let err = out.completed()["error"].as_str().unwrap();
-    assert!(err.contains(past.to_str().unwrap()) && err.contains("lead") && err.contains("turn 2"), "{err}");
+    assert!(
+        err.contains(past.to_str().unwrap()) && err.contains("lead") && err.contains("turn 2"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn closed_stdout_exits_141_without_a_panic() {
     use tokio::io::AsyncBufReadExt;
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [
-        {"tool_calls": [{"name": "ls"}], "delay_ms": 300},
-        {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}], "delay_ms": 300},
-        {"text": "done", "delay_ms": 300}
-    ]}));
-    let mut child = deerflow(["run", "--json", "-m", &model_arg(&c), "q"]).cwd(ws.path()).command().spawn().unwrap();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"name": "ls"}], "delay_ms": 300},
+            {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}], "delay_ms": 300},
+            {"text": "done", "delay_ms": 300}
+        ]}),
+    );
+    let mut child = deerflow(["run", "--json", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .command()
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let first = lines.next_line().await.unwrap().unwrap();
     assert!(first.contains("run_started"));
     drop(lines);
-    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -171,14 +293,31 @@ async fn closed_stdout_exits_141_without_a_panic() {
 #[tokio::test(flavor = "multi_thread")]
 async fn record_writes_a_cassette_that_replays_the_same_run() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [
-        {"tool_calls": [{"id": "c1", "name": "ls"}], "usage": {"input_tokens": 3, "output_tokens": 1}},
-        {"text": "fin", "usage": {"input_tokens": 4, "output_tokens": 2}}
-    ]}));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "c1", "name": "ls"}], "usage": {"input_tokens": 3, "output_tokens": 1}},
+            {"text": "fin", "usage": {"input_tokens": 4, "output_tokens": 2}}
+        ]}),
+    );
     let rec = ws.path().join("rec.json");
-    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "--record", rec.to_str().unwrap(), "q"]).cwd(ws.path()).json().await;
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--record",
+        rec.to_str().unwrap(),
+        "q",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
     assert_eq!(out.code, 0);
-    let again = deerflow(["run", "--json", "-m", &model_arg(&rec), "q"]).cwd(ws.path()).json().await;
+    let again = deerflow(["run", "--json", "-m", &model_arg(&rec), "q"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.completed()["final_message"], "fin");
     assert_eq!(again.completed()["usage"]["total_tokens"], 10);

@@ -23,29 +23,49 @@ async fn run(c: &std::path::Path, ws: &std::path::Path, extra: &[&str]) -> Outpu
 }
 
 fn terminal_types(out: &Output) -> Vec<String> {
-    out.events.iter().filter(|e| is_terminal(e)).map(|e| e["type"].as_str().unwrap().to_string()).collect()
+    out.events
+        .iter()
+        .filter(|e| is_terminal(e))
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fan_out_of_three_completes_and_usage_adds_up() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["alpha", "beta", "gamma"]), {"text": "all done", "usage": {"input_tokens": 200, "output_tokens": 20}}],
-        "default_task": [{"text": "sub result", "usage": {"input_tokens": 50, "output_tokens": 5}}]}));
+        "default_task": [{"text": "sub result", "usage": {"input_tokens": 50, "output_tokens": 5}}]}),
+    );
     let out = run(&c, ws.path(), &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(terminal_types(&out), ["task_completed"; 3]);
     assert_eq!(out.of_type("task_started").len(), 3);
     let done = out.completed();
-    assert_eq!(done["tasks"], json!({"total": 3, "completed": 3, "failed": 0, "timed_out": 0, "cancelled": 0}));
+    assert_eq!(
+        done["tasks"],
+        json!({"total": 3, "completed": 3, "failed": 0, "timed_out": 0, "cancelled": 0})
+    );
     assert_eq!(done["usage"]["lead"]["total_tokens"], 330);
     assert_eq!(done["usage"]["subagents"]["total_tokens"], 165);
     assert_eq!(done["usage"]["total_tokens"], 495);
-    let sub_usage: Vec<_> = out.of_type("usage").into_iter().filter(|u| u["caller"] == "subagent:general-purpose").collect();
+    let sub_usage: Vec<_> = out
+        .of_type("usage")
+        .into_iter()
+        .filter(|u| u["caller"] == "subagent:general-purpose")
+        .collect();
     assert_eq!(sub_usage.len(), 3);
     assert!(sub_usage.iter().all(|u| u["task_id"].is_string()));
-    let results: Vec<_> = out.of_type("tool_result").into_iter().filter(|r| r["name"] == "task").collect();
-    assert!(results.iter().all(|r| r["output"] == "Task Succeeded. Result: sub result"));
+    let results: Vec<_> = out
+        .of_type("tool_result")
+        .into_iter()
+        .filter(|r| r["name"] == "task")
+        .collect();
+    assert!(results
+        .iter()
+        .all(|r| r["output"] == "Task Succeeded. Result: sub result"));
     let c0 = out.of_type("task_completed")[0];
     assert_eq!(c0["usage"]["total_tokens"], 55);
     assert_eq!(c0["turns"], 1);
@@ -60,43 +80,70 @@ async fn fan_out_of_three_completes_and_usage_adds_up() {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_failed_sub_agent_exits_3() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["ok", "bad"]), {"text": "summary"}],
         "tasks": {"bad": [{"error": {"status": 500, "message": "sub boom"}}]},
-        "default_task": [{"text": "fine"}]}));
+        "default_task": [{"text": "fine"}]}),
+    );
     let out = run(&c, ws.path(), &[]).await;
     assert_eq!(out.code, 3, "{}", out.stderr);
     let failed = out.first("task_failed");
     assert!(failed["error"].as_str().unwrap().contains("sub boom"));
     assert_eq!(out.completed()["status"], "completed");
     assert_eq!(out.completed()["tasks"]["failed"], 1);
-    let r: Vec<_> = out.of_type("tool_result").into_iter().filter(|r| r["status"] == "error").collect();
-    assert!(r[0]["output"].as_str().unwrap().starts_with("Task failed. Error: "));
+    let r: Vec<_> = out
+        .of_type("tool_result")
+        .into_iter()
+        .filter(|r| r["status"] == "error")
+        .collect();
+    assert!(r[0]["output"]
+        .as_str()
+        .unwrap()
+        .starts_with("Task failed. Error: "));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_sub_agent_exits_4_promptly() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["slow"]), {"text": "summary"}],
-        "tasks": {"slow": [{"text": "late", "delay_ms": 30000}]}}));
+        "tasks": {"slow": [{"text": "late", "delay_ms": 30000}]}}),
+    );
     let t0 = std::time::Instant::now();
     let out = run(&c, ws.path(), &["--subagent-timeout", "1s"]).await;
-    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t0.elapsed()
+    );
     assert_eq!(out.code, 4, "{}", out.stderr);
     let t = out.first("task_timed_out");
     assert_eq!(t["error"], "Execution timed out after 1 seconds");
     assert_eq!(t["timeout_seconds"], 1.0);
-    let r = out.of_type("tool_result").into_iter().find(|r| r["name"] == "task").unwrap();
-    assert_eq!(r["output"], "Task timed out. Error: Execution timed out after 1 seconds");
+    let r = out
+        .of_type("tool_result")
+        .into_iter()
+        .find(|r| r["name"] == "task")
+        .unwrap();
+    assert_eq!(
+        r["output"],
+        "Task timed out. Error: Execution timed out after 1 seconds"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failure_beats_timeout_in_the_exit_code() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["slow", "bad"]), {"text": "summary"}],
-        "tasks": {"slow": [{"text": "late", "delay_ms": 30000}], "bad": [{"error": {"status": 400, "message": "nope"}}]}}));
+        "tasks": {"slow": [{"text": "late", "delay_ms": 30000}], "bad": [{"error": {"status": 400, "message": "nope"}}]}}),
+    );
     let out = run(&c, ws.path(), &["--subagent-timeout", "1s"]).await;
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert_eq!(out.completed()["tasks"]["timed_out"], 1);
@@ -106,33 +153,53 @@ async fn failure_beats_timeout_in_the_exit_code() {
 #[tokio::test(flavor = "multi_thread")]
 async fn max_tasks_refuses_further_calls_with_a_warning() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["a", "b", "c"]), {"text": "summary"}],
-        "default_task": [{"text": "fine"}]}));
+        "default_task": [{"text": "fine"}]}),
+    );
     let out = run(&c, ws.path(), &["--max-tasks", "2"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.of_type("task_started").len(), 2);
-    let w: Vec<_> = out.of_type("warning").into_iter().filter(|w| w["code"] == "task_limit").collect();
+    let w: Vec<_> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "task_limit")
+        .collect();
     assert_eq!(w.len(), 1);
     assert_eq!(out.completed()["tasks"]["total"], 2);
-    let refused = out.of_type("tool_result").into_iter().filter(|r| r["status"] == "error").count();
+    let refused = out
+        .of_type("tool_result")
+        .into_iter()
+        .filter(|r| r["status"] == "error")
+        .count();
     assert_eq!(refused, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_type_is_a_tool_error_not_a_task() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
-        "lead": [{"tool_calls": [{"name": "task", "arguments": {"description": "x", "prompt": "p", "subagent_type": "wizard"}}]}, {"text": "ok"}]}));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [{"name": "task", "arguments": {"description": "x", "prompt": "p", "subagent_type": "wizard"}}]}, {"text": "ok"}]}),
+    );
     let out = run(&c, ws.path(), &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.first("warning")["code"], "unknown_subagent_type");
     let r = out.first("tool_result");
-    assert_eq!(r["output"], "Task failed. Error: Unknown subagent type 'wizard'. Available: general-purpose");
+    assert_eq!(
+        r["output"],
+        "Task failed. Error: Unknown subagent type 'wizard'. Available: general-purpose"
+    );
     assert_eq!(out.completed()["tasks"]["total"], 0);
     // The bash type exists only with host bash allowed.
     let out = run(&c, ws.path(), &["--allow-bash"]).await;
-    assert_eq!(out.first("tool_result")["output"], "Task failed. Error: Unknown subagent type 'wizard'. Available: general-purpose, bash");
+    assert_eq!(
+        out.first("tool_result")["output"],
+        "Task failed. Error: Unknown subagent type 'wizard'. Available: general-purpose, bash"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -142,25 +209,55 @@ async fn repeated_tool_call_ids_get_distinct_task_ids() {
     call["id"] = json!("dup");
     let mut call2 = task("two");
     call2["id"] = json!("dup");
-    let c = cassette(ws.path(), json!({"version": 1,
-        "lead": [{"tool_calls": [call, call2]}, {"text": "ok"}], "default_task": [{"text": "fine"}]}));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [call, call2]}, {"text": "ok"}], "default_task": [{"text": "fine"}]}),
+    );
     let out = run(&c, ws.path(), &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let ids: Vec<_> = out.of_type("task_started").iter().map(|e| e["task_id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<_> = out
+        .of_type("task_started")
+        .iter()
+        .map(|e| e["task_id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(ids, ["dup", "dup-2"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn excess_tasks_queue_in_order_with_positions() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["t1", "t2", "t3", "t4", "t5"]), {"text": "ok"}],
-        "default_task": [{"text": "fine", "delay_ms": 100}]}));
+        "default_task": [{"text": "fine", "delay_ms": 100}]}),
+    );
     let out = run(&c, ws.path(), &["--max-concurrent", "2"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let queued: Vec<_> = out.of_type("task_queued").iter().map(|e| (e["description"].as_str().unwrap().to_string(), e["position"].as_u64().unwrap())).collect();
-    assert_eq!(queued, [("t3".to_string(), 1), ("t4".to_string(), 2), ("t5".to_string(), 3)]);
-    let started: Vec<_> = out.of_type("task_started").iter().map(|e| e["description"].as_str().unwrap().to_string()).collect();
+    let queued: Vec<_> = out
+        .of_type("task_queued")
+        .iter()
+        .map(|e| {
+            (
+                e["description"].as_str().unwrap().to_string(),
+                e["position"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        queued,
+        [
+            ("t3".to_string(), 1),
+            ("t4".to_string(), 2),
+            ("t5".to_string(), 3)
+        ]
+    );
+    let started: Vec<_> = out
+        .of_type("task_started")
+        .iter()
+        .map(|e| e["description"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(started, ["t1", "t2", "t3", "t4", "t5"]);
     // Never more than two running at once, by the event stream.
     let mut running = 0i32;
@@ -177,9 +274,12 @@ async fn excess_tasks_queue_in_order_with_positions() {
 #[tokio::test(flavor = "multi_thread")]
 async fn run_timeout_cancels_queued_tasks_without_starting_them() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["a", "b", "c"]), {"text": "never"}],
-        "default_task": [{"text": "late", "delay_ms": 30000}]}));
+        "default_task": [{"text": "late", "delay_ms": 30000}]}),
+    );
     let t0 = std::time::Instant::now();
     let out = run(&c, ws.path(), &["--max-concurrent", "1", "--timeout", "1s"]).await;
     assert!(t0.elapsed() < Duration::from_secs(8));
@@ -188,28 +288,43 @@ async fn run_timeout_cancels_queued_tasks_without_starting_them() {
     assert_eq!(out.of_type("task_started").len(), 1);
     let cancelled = out.of_type("task_cancelled");
     assert_eq!(cancelled.len(), 3);
-    assert!(cancelled.iter().all(|e| e["error"] == "Run timed out after 1 seconds"));
+    assert!(cancelled
+        .iter()
+        .all(|e| e["error"] == "Run timed out after 1 seconds"));
     assert_eq!(out.completed()["tasks"]["cancelled"], 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_subagents_removes_the_task_tool() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1, "lead": [fan_out(&["a"]), {"text": "ok"}]}));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [fan_out(&["a"]), {"text": "ok"}]}),
+    );
     let out = run(&c, ws.path(), &["--no-subagents"]).await;
     assert_eq!(out.first("run_started")["subagents_enabled"], false);
-    assert!(out.first("tool_result")["output"].as_str().unwrap().contains("unknown tool 'task'"));
+    assert!(out.first("tool_result")["output"]
+        .as_str()
+        .unwrap()
+        .contains("unknown tool 'task'"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn turn_capped_sub_agent_completes_with_its_last_text() {
     let ws = workspace();
-    let c = cassette(ws.path(), json!({"version": 1,
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
         "lead": [fan_out(&["cap", "nocap"]), {"text": "ok"}],
         "tasks": {"cap": [{"text": "partial", "tool_calls": [{"name": "ls"}]}, {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}],
-                  "nocap": [{"tool_calls": [{"name": "ls"}]}, {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}]}}));
+                  "nocap": [{"tool_calls": [{"name": "ls"}]}, {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}]}}),
+    );
     let cfg = ws.path().join("deerflow.yaml");
-    std::fs::write(&cfg, "subagents:\n  agents:\n    general-purpose: {max_turns: 2}\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "subagents:\n  agents:\n    general-purpose: {max_turns: 2}\n",
+    )
+    .unwrap();
     let out = run(&c, ws.path(), &[]).await;
     assert_eq!(out.code, 3, "{}", out.stderr);
     let done = out.first("task_completed");
