@@ -40,7 +40,6 @@ impl Output {
     }
 }
 
-#[allow(dead_code)] // not every test module uses every builder method
 /// A command builder with a clean environment: no user config, no provider keys.
 pub struct Run {
     args: Vec<String>,
@@ -64,6 +63,7 @@ where
     }
 }
 
+#[allow(dead_code)] // not every test module uses every builder method
 impl Run {
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.envs.push((k.into(), v.into()));
