@@ -12,7 +12,7 @@ use super::state::TaskState;
 use super::{prompts, LEAD_ONLY_TOOLS};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::prompts::secs;
-use crate::agent::{run_agent, Agent, AgentEnd, Observer, Progress};
+use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::{arg_str, Tool, ToolBox, ToolContext, ToolOutput};
@@ -233,9 +233,8 @@ fn build_agent(
         events: events.clone(),
         observer: Arc::new(TaskObserver {
             events,
-            task_id: rec.id.clone(),
+            rec: rec.clone(),
             index: AtomicU32::new(0),
-            progress: rec.progress.clone(),
         }),
         progress: rec.progress.clone(),
     })
@@ -372,19 +371,23 @@ fn already_ended(rec: &TaskRecord) -> ToolOutput {
 /// Reports a sub-agent's messages as `task_running` events with cumulative usage.
 struct TaskObserver {
     events: EventSink,
-    task_id: String,
+    rec: Arc<TaskRecord>,
     index: AtomicU32,
-    progress: Arc<Progress>,
 }
 
 impl TaskObserver {
     fn emit(&self, message: Value) {
+        // After a timeout the sub-agent gets a moment to stop its tools; what it reports
+        // then would follow its terminal event, which must stay its last.
+        if self.rec.state.get().is_terminal() {
+            return;
+        }
         let i = self.index.fetch_add(1, Ordering::SeqCst) + 1;
         self.events.emit(Event::TaskRunning {
-            task_id: self.task_id.clone(),
+            task_id: self.rec.id.clone(),
             message_index: i,
             message,
-            usage: self.progress.usage(),
+            usage: self.rec.progress.usage(),
         });
     }
 }

@@ -4,3 +4,4 @@ mod harness;
 mod mock_selftest;
 mod replay_runs;
 mod subagents;
+mod subagents_http;
