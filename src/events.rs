@@ -244,6 +244,9 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
                 Output::Human(mut r) => {
                     for env in rx {
                         r.render(&env);
+                        if is_last(&env) {
+                            break;
+                        }
                     }
                     r.finish();
                 }
@@ -277,6 +280,9 @@ fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() 
     let mut closed = false;
     for env in rx {
         if closed {
+            if is_last(&env) {
+                break;
+            }
             continue;
         }
         let line = stamp(&env, seq, run_id);
@@ -288,7 +294,16 @@ fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() 
             closed = true;
             on_closed();
         }
+        if is_last(&env) {
+            break;
+        }
     }
+}
+
+/// `run_completed` is the last line: the writer stops there, without waiting for every
+/// sink clone (a sub-agent's, a timer's) to be dropped.
+fn is_last(env: &Envelope) -> bool {
+    matches!(env.event, Event::RunCompleted { .. })
 }
 
 /// One NDJSON line: `type`, `seq`, `ts`, `run_id`, then `task_id` and the event's fields.

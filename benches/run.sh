@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The benchmark harness. Builds deerflow with the LTO `benchmark` profile and measures
+# offline replay runs (no network): medians of N runs of wall time and peak RSS from
+# /usr/bin/time -v. Usage: benches/run.sh [RUNS]   (default 5). Prints a Markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-5}"
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+cargo build --profile benchmark --quiet
+BIN="$PWD/target/benchmark/deerflow"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
+
+# Cassettes: a 2-turn lead run; N one-turn tasks with a latency; many instant tasks.
+python3 - "$TMP" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+def task(i): return {"name": "task", "arguments": {"description": f"t{i}", "prompt": f"do {i}", "subagent_type": "general-purpose"}}
+json.dump({"version": 1, "lead": [{"tool_calls": [{"name": "ls"}], "usage": {"input_tokens": 10, "output_tokens": 2}},
+                                  {"text": "done", "usage": {"input_tokens": 12, "output_tokens": 3}}]}, open(f"{d}/two_turns.json", "w"))
+json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(12)]}, {"text": "ok"}],
+           "default_task": [{"text": "r", "delay_ms": 1000}]}, open(f"{d}/fan12.json", "w"))
+for n in (1000,):
+    json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(n)]}, {"text": "ok"}],
+               "default_task": [{"text": "r", "usage": {"input_tokens": 1, "output_tokens": 1}}]}, open(f"{d}/fan{n}.json", "w"))
+PY
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# measure LABEL CMD... : median wall seconds and peak RSS (MiB) over RUNS.
+measure() {
+  local label="$1"; shift
+  local walls=() rss=()
+  for _ in $(seq "$RUNS"); do
+    /usr/bin/time -v -o "$TMP/t" "$@" >/dev/null 2>"$TMP/err" || true
+    walls+=("$(awk '/Elapsed \(wall clock\)/ {n=split($NF,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$TMP/t")")
+    rss+=("$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$TMP/t")")
+  done
+  printf '| %s | %s s | %s MiB |\n' "$label" "$(printf '%s\n' "${walls[@]}" | median)" "$(printf '%s\n' "${rss[@]}" | median)"
+}
+
+# span FILE: seconds from the first task_started to the last terminal task event.
+span() {
+  python3 - "$1" <<'PY'
+import json, sys, datetime
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ts = lambda e: datetime.datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+start = min(ts(e) for e in ev if e["type"] == "task_started")
+end = max(ts(e) for e in ev if e["type"] in ("task_completed", "task_failed", "task_timed_out", "task_cancelled"))
+print(f"{end - start:.3f}")
+PY
+}
+
+echo "| benchmark | median wall | median peak RSS |"
+echo "|---|---|---|"
+measure "deerflow --version" "$BIN" --version
+measure "2-turn replay run (--json)" "$BIN" run --json -m "replay:$TMP/two_turns.json" -C "$TMP" "go"
+measure "1000 replay tasks, --max-concurrent 64" "$BIN" run --json --max-tasks 1000 --max-concurrent 64 -m "replay:$TMP/fan1000.json" -C "$TMP" "go"
+measure "1000 replay tasks, --max-concurrent 8" "$BIN" run --json --max-tasks 1000 --max-concurrent 8 -m "replay:$TMP/fan1000.json" -C "$TMP" "go"
+
+echo
+echo "| 12 one-turn tasks of 1 s latency | median span (first task_started → last terminal) | target |"
+echo "|---|---|---|"
+for c in 3 12; do
+  spans=()
+  for _ in $(seq "$RUNS"); do
+    "$BIN" run --json --max-concurrent "$c" -m "replay:$TMP/fan12.json" -C "$TMP" "go" > "$TMP/ev.ndjson"
+    spans+=("$(span "$TMP/ev.ndjson")")
+  done
+  target=$([ "$c" = 3 ] && echo "≤ 4.12 s" || echo "≤ 1.03 s")
+  echo "| --max-concurrent $c | $(printf '%s\n' "${spans[@]}" | median) s | $target |"
+done
