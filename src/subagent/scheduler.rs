@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::state::{StateCell, TaskState};
 use super::{SubagentSetup, SubagentType};
 use crate::agent::{Progress, RunShared};
-use crate::events::{EventSink, TaskCounts};
+use crate::events::{Event, EventSink, TaskCounts};
 use crate::run::RunSpec;
 use crate::tools::{SandboxLimits, Tool};
 use crate::workspace::Workspace;
@@ -44,7 +44,7 @@ impl TaskRecord {
 #[derive(Default)]
 struct Slots {
     running: u32,
-    waiting: VecDeque<oneshot::Sender<()>>,
+    waiting: VecDeque<(Arc<TaskRecord>, oneshot::Sender<()>)>,
 }
 
 pub struct Scheduler {
@@ -63,8 +63,8 @@ pub struct Scheduler {
 /// Whether a task may run now or has to wait for a slot.
 pub enum Admission {
     Now,
+    /// Resolves when the task has been handed a slot (and started).
     Queued {
-        position: u32,
         ready: oneshot::Receiver<()>,
     },
 }
@@ -152,33 +152,56 @@ impl Scheduler {
         id
     }
 
-    /// Takes a running slot now, or joins the queue.
-    pub fn admit(&self) -> Admission {
-        let mut s = lock(&self.slots);
-        if s.running < self.max_concurrent {
-            s.running += 1;
+    /// Takes a running slot now (the task is started), or joins the queue (`task_queued`).
+    /// Both happen under the slots lock, so events come out in hand-off order.
+    pub fn admit(&self, rec: &Arc<TaskRecord>) -> Admission {
+        let mut slots = lock(&self.slots);
+        if slots.running < self.max_concurrent {
+            slots.running += 1;
+            self.start(rec);
             return Admission::Now;
         }
         let (tx, rx) = oneshot::channel();
-        s.waiting.push_back(tx);
-        Admission::Queued {
-            position: s.waiting.len() as u32,
-            ready: rx,
+        slots.waiting.push_back((rec.clone(), tx));
+        self.events.emit(Event::TaskQueued {
+            task_id: rec.id.clone(),
+            description: rec.description.clone(),
+            subagent_type: rec.kind.name.clone(),
+            position: slots.waiting.len() as u32,
+        });
+        Admission::Queued { ready: rx }
+    }
+
+    /// Frees a slot and hands it to the first waiter still waiting, unless the run is
+    /// stopping: then nothing new starts.
+    pub fn release(&self) {
+        let mut slots = lock(&self.slots);
+        slots.running = slots.running.saturating_sub(1);
+        while slots.running < self.max_concurrent && !self.shared.control.cancel.is_cancelled() {
+            let Some((rec, tx)) = slots.waiting.pop_front() else {
+                break;
+            };
+            if self.start(&rec) && tx.send(()).is_ok() {
+                slots.running += 1;
+            }
         }
     }
 
-    /// Frees a slot and hands it to the first waiter still waiting.
-    pub fn release(&self) {
-        let mut s = lock(&self.slots);
-        s.running = s.running.saturating_sub(1);
-        while s.running < self.max_concurrent {
-            let Some(tx) = s.waiting.pop_front() else {
-                break;
-            };
-            if tx.send(()).is_ok() {
-                s.running += 1;
-            }
+    /// Pending → running, with its `task_started`. False when the task already ended.
+    fn start(&self, rec: &TaskRecord) -> bool {
+        if !rec.state.start() {
+            return false;
         }
+        *lock(&rec.started) = Some(Instant::now());
+        self.events.emit(Event::TaskStarted {
+            task_id: rec.id.clone(),
+            description: rec.description.clone(),
+            subagent_type: rec.kind.name.clone(),
+            model: rec.kind.model.clone(),
+            max_turns: rec.kind.max_turns,
+            timeout_seconds: rec.kind.timeout_seconds,
+        });
+        true
     }
 
     pub fn counts(&self) -> TaskCounts {

@@ -39,25 +39,33 @@ pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
     // Racing the reply against the client going away keeps `max_in_flight` honest and ends
     // gated or stalled replies whose client has given up.
     tokio::select! {
-        _ = respond(wr, &reply, &ctx) => {}
+        _ = respond(wr, &reply, &ctx, &_busy) => {}
         _ = client_gone(&mut rd) => {}
     }
 }
 
-/// Counts a request as in flight for as long as this guard lives.
-struct InFlight<'a>(&'a State);
+/// Counts a request as in flight until its last bytes are about to be written (the
+/// client cannot act on the answer before that, so a follow-up request it makes never
+/// overlaps this one in the count), or until the connection ends.
+struct InFlight<'a>(&'a State, std::sync::atomic::AtomicBool);
 
 impl<'a> InFlight<'a> {
     fn enter(state: &'a State) -> Self {
         let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlight(state)
+        InFlight(state, std::sync::atomic::AtomicBool::new(false))
+    }
+
+    fn leave(&self) {
+        if !self.1.swap(true, Ordering::SeqCst) {
+            self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.leave();
     }
 }
 
@@ -88,7 +96,12 @@ async fn client_gone(rd: &mut OwnedReadHalf) {
     }
 }
 
-async fn respond(mut wr: OwnedWriteHalf, reply: &Reply, ctx: &StreamCtx) -> io::Result<()> {
+async fn respond(
+    mut wr: OwnedWriteHalf,
+    reply: &Reply,
+    ctx: &StreamCtx,
+    busy: &InFlight<'_>,
+) -> io::Result<()> {
     if let Some(gate) = &reply.gate {
         gate.wait().await;
     }
@@ -102,14 +115,20 @@ async fn respond(mut wr: OwnedWriteHalf, reply: &Reply, ctx: &StreamCtx) -> io::
     } = &reply.body
     {
         let head = response_head(*code, content_type, Some(body.len()), &reply.headers);
+        busy.leave();
         wr.write_all(head.as_bytes()).await?;
         wr.write_all(body.as_bytes()).await?;
         return wr.shutdown().await;
     }
-    stream_sse(wr, reply, &chunks(reply, ctx)).await
+    stream_sse(wr, reply, &chunks(reply, ctx), busy).await
 }
 
-async fn stream_sse(mut wr: OwnedWriteHalf, reply: &Reply, chunks: &[String]) -> io::Result<()> {
+async fn stream_sse(
+    mut wr: OwnedWriteHalf,
+    reply: &Reply,
+    chunks: &[String],
+    busy: &InFlight<'_>,
+) -> io::Result<()> {
     let head = response_head(200, "text/event-stream", None, &reply.headers);
     // Headers go out on their own so a reply cut at chunk 0 still reaches the client as a
     // started stream.
@@ -123,6 +142,9 @@ async fn stream_sse(mut wr: OwnedWriteHalf, reply: &Reply, chunks: &[String]) ->
             return apply_cut(wr, cut).await;
         }
         let Some(chunk) = chunks.get(i) else { break };
+        if i + 1 == chunks.len() && reply.cut.is_none() {
+            busy.leave();
+        }
         wr.write_all(chunk.as_bytes()).await?;
         wr.flush().await?;
     }
