@@ -36,18 +36,34 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
         .usage(150, 30)
         .cache(1200, 0),
     );
-    server.push_reply(Reply::anthropic_text("Both files are written: first, second.").usage(300, 12));
+    server
+        .push_reply(Reply::anthropic_text("Both files are written: first, second.").usage(300, 12));
     let ws = workspace();
-    let cfg = config(ws.path(), "anthropic", &server.anthropic_url(), ", max_tokens: 2048");
+    let cfg = config(
+        ws.path(),
+        "anthropic",
+        &server.anthropic_url(),
+        ", max_tokens: 2048",
+    );
     let out = run(&cfg, ws.path(), "write two files").json().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "first");
-    assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "second");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "first"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "second"
+    );
 
     let started = out.first("run_started");
     assert_eq!(started["model"]["provider"], "anthropic");
     assert_eq!(started["model"]["name"], "mock");
-    let texts: Vec<_> = out.of_type("message").iter().map(|m| m["text"].clone()).collect();
+    let texts: Vec<_> = out
+        .of_type("message")
+        .iter()
+        .map(|m| m["text"].clone())
+        .collect();
     assert_eq!(
         texts,
         [
@@ -57,10 +73,21 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
     );
     let calls = out.of_type("tool_call");
     assert_eq!(
-        calls.iter().map(|c| c["call_id"].clone()).collect::<Vec<_>>(),
-        [json!("toolu_01A"), json!("toolu_01B"), json!("toolu_02A"), json!("toolu_02B")]
+        calls
+            .iter()
+            .map(|c| c["call_id"].clone())
+            .collect::<Vec<_>>(),
+        [
+            json!("toolu_01A"),
+            json!("toolu_01B"),
+            json!("toolu_02A"),
+            json!("toolu_02B")
+        ]
     );
-    assert_eq!(calls[1]["arguments"], json!({"path": "b.txt", "content": "second"}));
+    assert_eq!(
+        calls[1]["arguments"],
+        json!({"path": "b.txt", "content": "second"})
+    );
     let results = out.of_type("tool_result");
     assert_eq!(results.len(), 4);
     assert!(results.iter().all(|r| r["status"] == "ok"), "{results:?}");
@@ -96,11 +123,17 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
     assert!(u["cache_read_tokens"].is_null(), "{u}");
     let done = out.completed();
     assert_eq!(done["status"], "completed");
-    assert_eq!(done["final_message"], "Both files are written: first, second.");
+    assert_eq!(
+        done["final_message"],
+        "Both files are written: first, second."
+    );
     assert_eq!(done["turns"], 3);
     assert_eq!(done["usage"]["input_tokens"], 1300 + 1350 + 300);
     assert_eq!(done["usage"]["output_tokens"], 40 + 30 + 12);
-    assert_eq!(done["usage"]["by_model"]["mock"]["total_tokens"], 1340 + 1380 + 312);
+    assert_eq!(
+        done["usage"]["by_model"]["mock"]["total_tokens"],
+        1340 + 1380 + 312
+    );
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -140,7 +173,10 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
                "input": {"path": "a.txt", "content": "first"}})
     );
     assert_eq!(blocks[2]["id"], "toolu_01B");
-    assert_eq!(blocks[2]["input"], json!({"path": "b.txt", "content": "second"}));
+    assert_eq!(
+        blocks[2]["input"],
+        json!({"path": "b.txt", "content": "second"})
+    );
     assert_eq!(msgs[2]["role"], "user");
     let results = msgs[2]["content"].as_array().unwrap();
     assert_eq!(results.len(), 2, "{results:?}");
@@ -162,8 +198,14 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
             .cloned()
             .unwrap_or_else(|| panic!("no result for {id}: {results:?}"))
     };
-    assert!(by_id("toolu_02A")["content"].as_str().unwrap().contains("first"));
-    assert!(by_id("toolu_02B")["content"].as_str().unwrap().contains("second"));
+    assert!(by_id("toolu_02A")["content"]
+        .as_str()
+        .unwrap()
+        .contains("first"));
+    assert!(by_id("toolu_02B")["content"]
+        .as_str()
+        .unwrap()
+        .contains("second"));
     assert_eq!(results[0]["tool_use_id"], "toolu_02A");
     assert_no_key(&out);
 }
@@ -200,7 +242,10 @@ async fn anthropic_http_error_carries_the_api_message() {
     let out = run(&cfg, ws.path(), "hi").json().await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     let err = out.completed()["error"].as_str().unwrap().to_string();
-    assert!(err.contains("400") && err.contains("max_tokens: must be at most 8192"), "{err}");
+    assert!(
+        err.contains("400") && err.contains("max_tokens: must be at most 8192"),
+        "{err}"
+    );
     assert_eq!(server.request_count(), 1);
     // Without max_tokens in the config the client still sends the required field.
     assert!(server.requests()[0].body["max_tokens"].as_u64().is_some());

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::harness::{deerflow, workspace, Output, Run};
+use super::harness::{check_stream, deerflow, workspace, Output, Run};
 use crate::support::{MockServer, RecordedRequest, Reply};
 
 pub const KEY: &str = "sk-test-SECRET";
@@ -72,11 +72,25 @@ pub(crate) use llama;
 #[tokio::test(flavor = "multi_thread")]
 async fn openai_text_answer_reports_exact_usage() {
     let server = MockServer::start().await;
-    server.push_reply(Reply::text("Hello from the mock.").usage(120, 7).cached(100));
+    server.push_reply(
+        Reply::text("Hello from the mock.")
+            .usage(120, 7)
+            .cached(100),
+    );
     let ws = workspace();
     let cfg = config(ws.path(), "openai", &server.url(), "");
-    let out = run(&cfg, ws.path(), "say hi").json().await;
+    let start = Instant::now();
+    let out = run(&cfg, ws.path(), "say hi").output().await;
+    let wall = start.elapsed();
+    check_stream(&out);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // The process exits promptly after `run_completed` (it once lingered 2 s waiting for
+    // an event sink the sub-agent scheduler still held).
+    let run_ms = out.completed()["duration_ms"].as_u64().unwrap();
+    assert!(
+        wall < Duration::from_millis(run_ms + 1000),
+        "exited {wall:?} after start, run took {run_ms} ms"
+    );
     assert_eq!(
         out.types(),
         ["run_started", "usage", "message", "run_completed"]
@@ -161,12 +175,8 @@ async fn openai_tool_round_trip_sends_calls_and_results_back() {
         .usage(50, 10),
     );
     server.push_reply(
-        Reply::tool_calls(vec![(
-            "call_r1",
-            "read_file",
-            json!({"path": "out/a.txt"}),
-        )])
-        .usage(70, 8),
+        Reply::tool_calls(vec![("call_r1", "read_file", json!({"path": "out/a.txt"}))])
+            .usage(70, 8),
     );
     server.push_reply(Reply::text("The file says alpha, beta.").usage(90, 6));
     let ws = workspace();
@@ -204,7 +214,10 @@ async fn openai_tool_round_trip_sends_calls_and_results_back() {
     );
     assert_eq!(out.completed()["turns"], 3);
     assert_eq!(out.completed()["usage"]["total_tokens"], 60 + 78 + 96);
-    assert_eq!(out.completed()["usage"]["by_model"]["mock"]["input_tokens"], 210);
+    assert_eq!(
+        out.completed()["usage"]["by_model"]["mock"]["input_tokens"],
+        210
+    );
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -249,7 +262,10 @@ async fn openai_tool_round_trip_sends_calls_and_results_back() {
     assert_eq!(call["function"]["name"], "write_file");
     let args: Value =
         serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert_eq!(args, json!({"path": "out/a.txt", "content": "alpha\nbeta\n"}));
+    assert_eq!(
+        args,
+        json!({"path": "out/a.txt", "content": "alpha\nbeta\n"})
+    );
     let tool = &msgs[user + 2];
     assert_eq!(tool["role"], "tool");
     assert_eq!(tool["tool_call_id"], "call_w1");
@@ -288,10 +304,7 @@ async fn openai_429_with_retry_after_is_retried_once() {
     assert_eq!(w["attempt"], 1);
     assert_eq!(w["delay_ms"], 1000);
     assert_eq!(w["status"], 429);
-    assert!(
-        w["message"].as_str().unwrap().contains("slow down"),
-        "{w}"
-    );
+    assert!(w["message"].as_str().unwrap().contains("slow down"), "{w}");
     assert_eq!(out.first("message")["text"], "after the wait");
     assert_eq!(out.completed()["status"], "completed");
     let reqs = server.requests();
@@ -307,9 +320,9 @@ async fn openai_429_with_retry_after_is_retried_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openai_400_is_not_retried() {
     let server = MockServer::start().await;
-    server.push_reply(
-        Reply::status(400).body(r#"{"error":{"message":"Invalid 'messages': bad role","type":"invalid_request_error"}}"#),
-    );
+    server.push_reply(Reply::status(400).body(
+        r#"{"error":{"message":"Invalid 'messages': bad role","type":"invalid_request_error"}}"#,
+    ));
     server.push_reply(Reply::text("must not be used"));
     let ws = workspace();
     let cfg = config(ws.path(), "openai", &server.url(), "");
@@ -345,7 +358,10 @@ async fn openai_persistent_500_fails_after_three_retries() {
     assert_eq!(server.request_count(), 4);
     let warnings = out.of_type("warning");
     assert_eq!(
-        warnings.iter().map(|w| w["attempt"].clone()).collect::<Vec<_>>(),
+        warnings
+            .iter()
+            .map(|w| w["attempt"].clone())
+            .collect::<Vec<_>>(),
         [json!(1), json!(2), json!(3)]
     );
     for w in &warnings {
@@ -357,7 +373,10 @@ async fn openai_persistent_500_fails_after_three_retries() {
     assert_eq!(done["status"], "failed");
     assert_eq!(done["exit_code"], 1);
     let err = done["error"].as_str().unwrap();
-    assert!(err.contains("500") && err.contains("upstream exploded"), "{err}");
+    assert!(
+        err.contains("500") && err.contains("upstream exploded"),
+        "{err}"
+    );
     assert!(out.of_type("message").is_empty());
     assert_no_key(&out);
 }
@@ -416,26 +435,45 @@ async fn openai_api_key_never_printed() {
         Some("Bearer sk-test-SECRET")
     );
 
-    // Logs at the most verbose level must not show it either.
-    let out = run(&cfg, ws.path(), "hi")
-        .env("RUST_LOG", "trace")
-        .output()
-        .await;
-    assert_no_key(&out);
+    // Logs at the most verbose level must not show it either, on success or failure.
+    server.push_reply(Reply::text("fine").usage(1, 1));
+    server.push_reply(Reply::status(403).body(format!(
+        r#"{{"error":{{"message":"key {KEY} is not allowed"}}}}"#
+    )));
+    for expected in [0, 1] {
+        let out = run(&cfg, ws.path(), "hi")
+            .env("RUST_LOG", "trace")
+            .env("DEERFLOW_LOG", "trace")
+            .output()
+            .await;
+        assert_eq!(out.code, expected, "{}", out.stderr);
+        assert_no_key(&out);
+    }
 
     for args in [
         vec!["config", "show"],
         vec!["config", "show", "--json"],
         vec!["config", "check"],
+        vec!["config", "check", "--json"],
         vec!["agents", "--json"],
     ] {
         let mut full = vec!["-c", cfg.to_str().unwrap()];
         full.extend(args.iter().copied());
-        let out = deerflow(full).output().await;
-        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
-        assert_no_key(&out);
+        // Not `.output()`: that parses `{` lines as events, and these print other JSON.
+        let out = deerflow(full)
+            .env("RUST_LOG", "trace")
+            .command()
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stdout.contains(KEY), "{args:?} stdout:\n{stdout}");
+        assert!(!stderr.contains(KEY), "{args:?} stderr:\n{stderr}");
         if args[1] == "show" {
-            assert!(out.stdout.contains("m1"), "{args:?}: {}", out.stdout);
+            assert!(stdout.contains("m1"), "{args:?}: {stdout}");
+            assert!(stdout.contains("api_key"), "{args:?}: {stdout}");
         }
     }
 }
@@ -450,8 +488,12 @@ fn sse_chunks(text: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn llama_toolcall_echo_stream_then_followup() {
     let server = MockServer::start().await;
-    server.push_reply(Reply::raw_sse(sse_chunks(&llama!("toolcall_echo_stream.sse.txt"))));
-    server.push_reply(Reply::raw_sse(sse_chunks(&llama!("tool_result_followup.sse.txt"))));
+    server.push_reply(Reply::raw_sse(sse_chunks(&llama!(
+        "toolcall_echo_stream.sse.txt"
+    ))));
+    server.push_reply(Reply::raw_sse(sse_chunks(&llama!(
+        "tool_result_followup.sse.txt"
+    ))));
     let ws = workspace();
     let cfg = config(ws.path(), "openai", &server.url(), "");
     let out = run(&cfg, ws.path(), "what time is it?").json().await;
@@ -490,12 +532,18 @@ async fn llama_toolcall_echo_stream_then_followup() {
         "<tool_response>\n12:34\n</tool_response>"
     );
     let done = out.completed();
-    assert_eq!(done["final_message"], "<tool_response>\n12:34\n</tool_response>");
+    assert_eq!(
+        done["final_message"],
+        "<tool_response>\n12:34\n</tool_response>"
+    );
     assert_eq!(done["usage"]["total_tokens"], 242 + 256);
     // The error result went back under the server's call id.
     let msgs = messages(&server.requests()[1]);
     let assistant = &msgs[msgs.len() - 2];
-    assert_eq!(assistant["tool_calls"][0]["id"], "HKIG0oOYmg5tdF8nmwDrcoeGs4YuJ6uG");
+    assert_eq!(
+        assistant["tool_calls"][0]["id"],
+        "HKIG0oOYmg5tdF8nmwDrcoeGs4YuJ6uG"
+    );
     assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
     let tool = msgs.last().unwrap();
     assert_eq!(tool["role"], "tool");
@@ -509,11 +557,19 @@ async fn llama_toolcall_echo_stream_then_followup() {
 #[tokio::test(flavor = "multi_thread")]
 async fn llama_toolcall_args_stream_runs_read_file() {
     let server = MockServer::start().await;
-    server.push_reply(Reply::raw_sse(sse_chunks(&llama!("toolcall_args_stream.sse.txt"))));
-    server.push_reply(Reply::raw_sse(sse_chunks(&llama!("chat_stream_usage.sse.txt"))));
+    server.push_reply(Reply::raw_sse(sse_chunks(&llama!(
+        "toolcall_args_stream.sse.txt"
+    ))));
+    server.push_reply(Reply::raw_sse(sse_chunks(&llama!(
+        "chat_stream_usage.sse.txt"
+    ))));
     let ws = workspace();
     std::fs::create_dir_all(ws.path().join("src")).unwrap();
-    std::fs::write(ws.path().join("src/main.rs"), "fn main() { println!(\"hi\"); }\n").unwrap();
+    std::fs::write(
+        ws.path().join("src/main.rs"),
+        "fn main() { println!(\"hi\"); }\n",
+    )
+    .unwrap();
     let cfg = config(ws.path(), "openai", &server.url(), "");
     let out = run(&cfg, ws.path(), "read main").json().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -556,7 +612,9 @@ async fn llama_toolcall_args_stream_runs_read_file() {
 #[tokio::test(flavor = "multi_thread")]
 async fn llama_chat_stream_without_usage_reports_none() {
     let server = MockServer::start().await;
-    server.push_reply(Reply::raw_sse(sse_chunks(&llama!("chat_stream_nousage.sse.txt"))));
+    server.push_reply(Reply::raw_sse(sse_chunks(&llama!(
+        "chat_stream_nousage.sse.txt"
+    ))));
     let ws = workspace();
     let cfg = config(ws.path(), "openai", &server.url(), "");
     let out = run(&cfg, ws.path(), "hi").json().await;
@@ -567,7 +625,12 @@ async fn llama_chat_stream_without_usage_reports_none() {
     );
     let u = out.first("usage");
     assert_eq!(u["reported"], false);
-    for k in ["input_tokens", "output_tokens", "total_tokens", "cache_read_tokens"] {
+    for k in [
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cache_read_tokens",
+    ] {
         assert!(u[k].is_null(), "{k}: {u}");
     }
     let done = out.completed();
