@@ -122,7 +122,7 @@ pub fn stream_error(provider: &str, message: impl Into<String>) -> ModelError {
 fn idle_timeout(provider: &str, idle: Duration) -> ModelError {
     ModelError::Timeout {
         provider: provider.to_string(),
-        message: format!("no data for {} s", fmt_secs(idle)),
+        message: format!("no data for {} s (stream_idle_timeout)", fmt_secs(idle)),
     }
 }
 
@@ -182,21 +182,39 @@ pub fn error_body_message(body: &str) -> String {
     clip(&text, 200)
 }
 
+/// Drops tags, and the contents of `<script>` and `<style>` elements (error pages of CDNs
+/// and proxies carry kilobytes of them before the one sentence that matters).
 fn strip_tags(text: &str) -> String {
+    // ASCII lowercasing keeps byte offsets, so indices found in `lower` apply to `text`.
+    let lower = text.to_ascii_lowercase();
     let mut out = String::with_capacity(text.len());
-    let mut in_tag = false;
-    for c in text.chars() {
-        match c {
-            '<' => in_tag = true,
-            // A space keeps `<td>a</td><td>b</td>` from gluing into `ab`.
-            '>' if in_tag => {
-                in_tag = false;
-                out.push(' ');
-            }
-            _ if !in_tag => out.push(c),
-            _ => {}
+    let mut rest = 0;
+    while let Some(offset) = text[rest..].find('<') {
+        let start = rest + offset;
+        out.push_str(&text[rest..start]);
+        let Some(close) = text[start..].find('>') else {
+            // An unterminated tag: nothing after it is text.
+            return out;
+        };
+        rest = start + close + 1;
+        let name: String = lower[start + 1..]
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        if name == "script" || name == "style" {
+            let end_tag = format!("</{name}");
+            rest = match lower[rest..].find(&end_tag) {
+                Some(at) => {
+                    let at = rest + at;
+                    lower[at..].find('>').map_or(text.len(), |gt| at + gt + 1)
+                }
+                None => text.len(),
+            };
         }
+        // A space keeps `<td>a</td><td>b</td>` from gluing into `ab`.
+        out.push(' ');
     }
+    out.push_str(&text[rest..]);
     out
 }
 
@@ -628,6 +646,17 @@ mod tests {
     }
 
     #[test]
+    fn html_scripts_and_styles_are_dropped() {
+        let html = "<html><head><STYLE type=\"text/css\">body { color: red }</STYLE>\
+                    <script>var a = 1 < 2;</script></head><body><h1>Error 522</h1>\
+                    <p>Connection timed out</p><script src=x></script></body></html>";
+        assert_eq!(error_body_message(html), "Error 522 Connection timed out");
+        assert_eq!(error_body_message("a <style>never closed"), "a");
+        assert_eq!(error_body_message("ok <b"), "ok");
+        assert_eq!(error_body_message("x > y <i>é</i>"), "x > y é");
+    }
+
+    #[test]
     fn redacts_the_api_key_everywhere() {
         let err = ModelError::Http {
             provider: "openai".into(),
@@ -665,7 +694,7 @@ mod tests {
             result,
             Err(ModelError::Timeout {
                 provider: "openai".into(),
-                message: "no data for 0.05 s".into()
+                message: "no data for 0.05 s (stream_idle_timeout)".into()
             })
         );
     }

@@ -1,7 +1,10 @@
 //! Integration test modules (one binary: tests/all.rs).
 
+mod anthropic_http;
 mod harness;
 mod mock_selftest;
+mod openai_http;
+mod provider_faults;
 mod replay_runs;
 mod subagents;
 mod subagents_http;
