@@ -63,9 +63,6 @@ pub async fn execute(spec: RunSpec) -> i32 {
         s.shutdown(&control).await;
     }
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
-    // The scheduler holds an event sink: the writer drains only once every sink is gone,
-    // so keeping it alive past `writer.finish` would hold every run for the full deadline.
-    drop(scheduler);
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     let mut code = exit_code(status, control.cause(), &tasks);
     events.emit(Event::RunCompleted {
