@@ -1,6 +1,15 @@
 //! The `deerflow` binary: parse, run, exit with the code the run earned.
 
 fn main() {
+    // One line on stderr instead of the default multi-line report; the run itself turns a
+    // panic into `run_completed{status:"failed"}` and exit 1.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string().replace('\n', " ");
+        deerflow::logging::log(
+            deerflow::logging::Level::Error,
+            &format!("internal error: {msg}"),
+        );
+    }));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -27,11 +27,80 @@ pub fn completions(shell: clap_complete::Shell) -> i32 {
     print(&String::from_utf8_lossy(&buf))
 }
 
+/// One page: the top-level command, then each subcommand's synopsis and options, then
+/// exit status, environment and files.
 pub fn man_page() -> std::io::Result<String> {
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+    man.render_title(&mut buf)?;
+    man.render_name_section(&mut buf)?;
+    man.render_synopsis_section(&mut buf)?;
+    man.render_description_section(&mut buf)?;
+    man.render_options_section(&mut buf)?;
+    man.render_subcommands_section(&mut buf)?;
+    for sub in cmd.get_subcommands() {
+        let name = format!("deerflow-{}", sub.get_name());
+        let sub = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(name.clone());
+        buf.extend_from_slice(
+            format!(".SH \"{}\"\n", name.replace('-', " ").to_uppercase()).as_bytes(),
+        );
+        if let Some(about) = sub.get_about() {
+            buf.extend_from_slice(format!("{}\n", roff_escape(&about.to_string())).as_bytes());
+        }
+        let sub_man = clap_mangen::Man::new(sub);
+        sub_man.render_synopsis_section(&mut buf)?;
+        sub_man.render_options_section(&mut buf)?;
+    }
+    buf.extend_from_slice(MAN_TAIL.as_bytes());
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
+
+fn roff_escape(s: &str) -> String {
+    s.replace('\\', "\\e").replace('-', "\\-")
+}
+
+const MAN_TAIL: &str = r#".SH "EXIT STATUS"
+The first row that applies wins.
+.TS
+l l.
+130	interrupted by SIGINT
+143	terminated by SIGTERM (129: SIGHUP)
+141	stdout was closed
+124	\-\-timeout reached
+2	usage error
+78	configuration error
+1	the run failed
+8	token budget exceeded
+7	the lead agent reached \-\-max\-turns
+6	the lead agent asked for clarification
+3	completed; a sub\-agent failed
+4	completed; a sub\-agent timed out
+5	completed; a sub\-agent was cancelled
+0	completed; every sub\-agent completed
+.TE
+.SH ENVIRONMENT
+.TP
+\fBDEERFLOW_CONFIG\fR
+config file, when \-\-config is not given
+.TP
+\fBDEERFLOW_MODEL\fR
+the model, when \-\-model is not given
+.TP
+\fBOPENAI_API_KEY\fR, \fBOPENAI_BASE_URL\fR, \fBANTHROPIC_API_KEY\fR, \fBANTHROPIC_BASE_URL\fR
+keys and endpoints for \-\-model openai:NAME and anthropic:NAME
+.TP
+\fBDEERFLOW_LOG\fR, \fBRUST_LOG\fR
+log level on stderr (error, warn, info, debug, trace)
+.TP
+\fBNO_COLOR\fR
+no colour on stderr
+.SH FILES
+\fI./deerflow.yaml\fR, \fI$XDG_CONFIG_HOME/deerflow/config.yaml\fR, \fI~/.config/deerflow/config.yaml\fR
+"#;
 
 pub fn man() -> i32 {
     match man_page() {

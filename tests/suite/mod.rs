@@ -1,6 +1,7 @@
 //! Integration test modules (one binary: tests/all.rs).
 
 mod anthropic_http;
+mod generated_docs;
 mod harness;
 mod mock_selftest;
 mod openai_http;
