@@ -20,6 +20,9 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
+    if let Some(w) = loaded.ignored_warning() {
+        eprintln!("deerflow: warning: {w}");
+    }
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());

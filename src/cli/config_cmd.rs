@@ -24,6 +24,9 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
+    if let Some(w) = loaded.ignored_warning() {
+        eprintln!("deerflow: warning: {w}");
+    }
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true } => {
