@@ -107,7 +107,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         Some(Arc::new(SubagentSetup {
             types,
             models: by_name,
-            skills: skill_list,
+            skills: skill_list.clone(),
         }))
     } else {
         None
@@ -142,6 +142,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         record,
         warnings,
         lead_progress: Default::default(),
+        skills: skill_list,
     })
 }
 

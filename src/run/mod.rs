@@ -156,7 +156,7 @@ fn lead_agent(
         caller: "lead".into(),
         model: spec.model.model.clone(),
         model_name: spec.model.info.name.clone(),
-        system: prompts::lead_system(spec.limits.allow_host_bash, delegation.as_ref()),
+        system: lead_system(spec, delegation.as_ref()),
         tools,
         max_turns: spec.max_turns,
         tool_ctx: ToolContext {
@@ -171,6 +171,13 @@ fn lead_agent(
         }),
         progress: spec.lead_progress.clone(),
     }
+}
+
+fn lead_system(spec: &RunSpec, delegation: Option<&DelegationInfo>) -> String {
+    let skills: Vec<_> = spec.skills.iter().collect();
+    let mut s = prompts::lead_system(spec.limits.allow_host_bash, delegation);
+    s.push_str(&crate::subagent::prompts::skills_section(&skills));
+    s
 }
 
 /// Runs the lead in its own task (a panic becomes a failed run) and gives it a bounded

@@ -9,7 +9,7 @@ use crate::agent::Progress;
 use crate::events::ModelInfo;
 use crate::model::replay::RecordLog;
 use crate::model::ChatModel;
-use crate::subagent::SubagentSetup;
+use crate::subagent::{Skill, SubagentSetup};
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::Workspace;
@@ -45,4 +45,6 @@ pub struct RunSpec {
     /// `run_started`: (code, message).
     pub warnings: Vec<(String, String)>,
     pub lead_progress: Arc<Progress>,
+    /// The skills every agent may list.
+    pub skills: Vec<Skill>,
 }
