@@ -57,6 +57,19 @@ pub fn usage_error(msg: &str) -> i32 {
     EXIT_USAGE
 }
 
+/// A non-fatal note outside a run: one line on stderr.
+pub fn warning(msg: &str) {
+    eprintln!("deerflow: warning: {}", msg.replace('\n', " "));
+}
+
+/// The notes loading produced (the one `config_ignored` line naming every ignored key, then
+/// the others), for commands that have no event stream to put them in.
+pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
+    for w in loaded.ignored_warning().iter().chain(&loaded.warnings) {
+        warning(w);
+    }
+}
+
 /// One line on stderr, exit 78.
 pub fn config_error(e: &crate::config::ConfigError) -> i32 {
     let msg = e.to_string();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::harness::{deerflow, workspace, Output};
+use super::harness::{deerflow, workspace, Output, Run};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -14,16 +14,37 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// For commands whose stdout is not an event stream (pretty JSON, YAML, text).
+trait Plain {
+    async fn text(self) -> Output;
+}
+
+impl Plain for Run {
+    async fn text(self) -> Output {
+        let out = self.command().output().await.expect("spawn deerflow");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            events: Vec::new(),
+        }
+    }
+}
+
 /// Exit 2, one stderr line, nothing on stdout.
 fn usage_error(out: &Output) {
-    assert_eq!(out.code, 2, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 2,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
     assert_eq!(out.stdout, "");
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
 }
 
 async fn agents_json(cfg: &Path) -> Vec<Value> {
     let out = deerflow(["agents", "--json", "-c", cfg.to_str().unwrap()])
-        .output()
+        .text()
         .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     serde_json::from_str::<Vec<Value>>(&out.stdout)
@@ -43,14 +64,14 @@ fn names(list: &[Value]) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_without_config_lists_general_purpose_only() {
     let ws = workspace();
-    let out = deerflow(["agents", "--json"]).cwd(ws.path()).output().await;
+    let out = deerflow(["agents", "--json"]).cwd(ws.path()).text().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(names(&list), ["general-purpose"]);
     let gp = &list[0];
     assert_eq!(gp["max_turns"], 150);
     assert_eq!(gp["timeout_seconds"], 1800.0);
-    let text = deerflow(["agents"]).cwd(ws.path()).output().await;
+    let text = deerflow(["agents"]).cwd(ws.path()).text().await;
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(text.stdout.contains("general-purpose"), "{}", text.stdout);
     assert!(
@@ -97,9 +118,17 @@ async fn agents_show_effective_settings() {
     assert_eq!(reviewer["description"], "Reviews a diff and lists defects");
     assert_eq!(reviewer["tools"], serde_json::json!(["read_file", "grep"]));
     let tuned = by_name(&list, "tuned");
-    assert_eq!((tuned["max_turns"].as_u64(), tuned["timeout_seconds"].as_f64()), (Some(7), Some(70.0)));
+    assert_eq!(
+        (
+            tuned["max_turns"].as_u64(),
+            tuned["timeout_seconds"].as_f64()
+        ),
+        (Some(7), Some(70.0))
+    );
 
-    let text = deerflow(["-c", cfg.to_str().unwrap(), "agents"]).output().await;
+    let text = deerflow(["-c", cfg.to_str().unwrap(), "agents"])
+        .text()
+        .await;
     assert_eq!(text.code, 0, "{}", text.stderr);
     let row = |name: &str| {
         text.stdout
@@ -110,15 +139,31 @@ async fn agents_show_effective_settings() {
             .map(String::from)
             .collect::<Vec<_>>()
     };
-    assert!(row("general-purpose").contains(&"42".to_string()), "{}", text.stdout);
-    assert!(row("reviewer").contains(&"900".to_string()), "{}", text.stdout);
-    assert!(row("reviewer").contains(&"50".to_string()), "{}", text.stdout);
+    assert!(
+        row("general-purpose").contains(&"42".to_string()),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        row("reviewer").contains(&"900".to_string()),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        row("reviewer").contains(&"50".to_string()),
+        "{}",
+        text.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_lists_bash_only_with_host_bash() {
     let ws = workspace();
-    let off = write(ws.path(), "off.yaml", "sandbox:\n  allow_host_bash: false\n");
+    let off = write(
+        ws.path(),
+        "off.yaml",
+        "sandbox:\n  allow_host_bash: false\n",
+    );
     assert_eq!(names(&agents_json(&off).await), ["general-purpose"]);
     let on = write(
         ws.path(),
@@ -152,7 +197,7 @@ fn branch_type(branch: &Value, root: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schema_covers_every_event_type() {
-    let out = deerflow(["schema"]).output().await;
+    let out = deerflow(["schema"]).text().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let schema: Value = serde_json::from_str(&out.stdout).expect("schema is JSON");
     let branches = schema["oneOf"].as_array().expect("oneOf");
@@ -199,19 +244,22 @@ async fn schema_covers_every_event_type() {
 #[tokio::test(flavor = "multi_thread")]
 async fn completions_for_every_shell() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let out = deerflow(["completions", shell]).output().await;
+        let out = deerflow(["completions", shell]).text().await;
         assert_eq!(out.code, 0, "{shell}: {}", out.stderr);
         assert!(out.stdout.contains("deerflow"), "{shell}");
-        assert!(out.stdout.contains("--allow-bash"), "{shell} lacks run's flags");
+        assert!(
+            out.stdout.contains("allow-bash"),
+            "{shell} lacks run's flags"
+        );
         assert_eq!(out.stderr, "", "{shell}");
     }
-    usage_error(&deerflow(["completions", "tcsh"]).output().await);
-    usage_error(&deerflow(["completions"]).output().await);
+    usage_error(&deerflow(["completions", "tcsh"]).text().await);
+    usage_error(&deerflow(["completions"]).text().await);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn man_page_is_roff() {
-    let out = deerflow(["man"]).output().await;
+    let out = deerflow(["man"]).text().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.lines().any(|l| l.starts_with(".TH")),
@@ -223,18 +271,24 @@ async fn man_page_is_roff() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn version_and_help() {
-    let v = deerflow(["--version"]).output().await;
+    let v = deerflow(["--version"]).text().await;
     assert_eq!(v.code, 0, "{}", v.stderr);
     assert_eq!(
         v.stdout.trim(),
         format!("deerflow {}", env!("CARGO_PKG_VERSION"))
     );
-    let h = deerflow(["run", "--help"]).output().await;
+    let h = deerflow(["run", "--help"]).text().await;
     assert_eq!(h.code, 0, "{}", h.stderr);
-    for flag in ["--json", "--model", "--allow-bash", "--set", "--subagent-timeout"] {
+    for flag in [
+        "--json",
+        "--model",
+        "--allow-bash",
+        "--set",
+        "--subagent-timeout",
+    ] {
         assert!(h.stdout.contains(flag), "run --help lacks {flag}");
     }
-    let top = deerflow(["--help"]).output().await;
+    let top = deerflow(["--help"]).text().await;
     assert_eq!(top.code, 0);
     for cmd in ["run", "agents", "config", "schema", "completions", "man"] {
         assert!(top.stdout.contains(cmd), "--help lacks {cmd}");
@@ -243,21 +297,29 @@ async fn version_and_help() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn usage_errors_are_one_line_exit_2() {
-    usage_error(&deerflow(["run", "--no-such-flag", "hi"]).output().await);
-    usage_error(&deerflow(["--no-such-flag"]).output().await);
-    usage_error(&deerflow(["agents", "--bogus"]).output().await);
-    usage_error(&deerflow(["nosuchcommand"]).output().await);
-    usage_error(&deerflow(Vec::<&str>::new()).output().await);
-    usage_error(&deerflow(["run", "--max-concurrent", "0", "hi"]).output().await);
-    usage_error(&deerflow(["run", "--timeout", "soon", "hi"]).output().await);
-    usage_error(&deerflow(["run", "--json", "--max-tasks", "x", "hi"]).output().await);
+    usage_error(&deerflow(["run", "--no-such-flag", "hi"]).text().await);
+    usage_error(&deerflow(["--no-such-flag"]).text().await);
+    usage_error(&deerflow(["agents", "--bogus"]).text().await);
+    usage_error(&deerflow(["nosuchcommand"]).text().await);
+    usage_error(&deerflow(Vec::<&str>::new()).text().await);
+    usage_error(
+        &deerflow(["run", "--max-concurrent", "0", "hi"])
+            .text()
+            .await,
+    );
+    usage_error(&deerflow(["run", "--timeout", "soon", "hi"]).text().await);
+    usage_error(
+        &deerflow(["run", "--json", "--max-tasks", "x", "hi"])
+            .text()
+            .await,
+    );
     // No prompt and stdin at /dev/null (the harness's default) is a usage error.
     let ws = workspace();
     let out = deerflow(["run", "--json", "-m", "replay:x.json"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     usage_error(&out);
-    let out = deerflow(["run"]).cwd(ws.path()).output().await;
+    let out = deerflow(["run"]).cwd(ws.path()).text().await;
     usage_error(&out);
 }

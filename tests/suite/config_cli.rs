@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::harness::{cassette, deerflow, workspace, Output};
+use super::harness::{cassette, deerflow, workspace, Output, Run};
 
 const EXAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -22,6 +22,23 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// For commands whose stdout is not an event stream (pretty JSON, YAML, text).
+trait Plain {
+    async fn text(self) -> Output;
+}
+
+impl Plain for Run {
+    async fn text(self) -> Output {
+        let out = self.command().output().await.expect("spawn deerflow");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            events: Vec::new(),
+        }
+    }
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -33,7 +50,11 @@ fn answer(dir: &Path, text: &str) -> PathBuf {
 
 /// Exit 78, exactly one stderr line, nothing on stdout; returns that line.
 fn config_error(out: &Output) -> String {
-    assert_eq!(out.code, 78, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 78,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
     assert_eq!(out.stdout, "", "stdout must be empty on a config error");
     assert!(out.events.is_empty());
     assert_eq!(
@@ -51,7 +72,7 @@ async fn run_config_error(dir: &Path, config: &str, extra: &[&str]) -> String {
     let mut args = vec!["run", "--json", "-c", s(&path)];
     args.extend_from_slice(extra);
     args.push("hi");
-    config_error(&deerflow(args).cwd(dir).output().await)
+    config_error(&deerflow(args).cwd(dir).text().await)
 }
 
 fn assert_has(line: &str, parts: &[&str]) {
@@ -91,23 +112,29 @@ async fn missing_config_file_from_flag_or_env() {
     let m = format!("replay:{}", c.display());
     let flag = deerflow(["run", "--json", "-c", "no-such.yaml", "-m", &m, "hi"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
-    assert_has(&config_error(&flag), &["no-such.yaml", "--config"]);
+    assert_has(
+        &config_error(&flag),
+        &["no-such.yaml", "check the path given to --config"],
+    );
     let env = deerflow(["run", "--json", "-m", &m, "hi"])
         .env("DEERFLOW_CONFIG", "/nonexistent/deerflow-env.yaml")
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_has(
         &config_error(&env),
-        &["/nonexistent/deerflow-env.yaml", "DEERFLOW_CONFIG"],
+        &[
+            "/nonexistent/deerflow-env.yaml",
+            "check the path in DEERFLOW_CONFIG",
+        ],
     );
     // Every subcommand that reads the config says the same.
     for cmd in [&["agents"][..], &["config", "show"], &["config", "check"]] {
         let mut args = vec!["-c", "no-such.yaml"];
         args.extend_from_slice(cmd);
-        let out = deerflow(args).cwd(ws.path()).output().await;
+        let out = deerflow(args).cwd(ws.path()).text().await;
         assert_has(&config_error(&out), &["no-such.yaml"]);
     }
 }
@@ -131,13 +158,19 @@ async fn openai_without_a_key_says_to_set_it() {
     let ws = workspace();
     let out = deerflow(["run", "--json", "--model", "openai:gpt-4o-mini", "hi"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_has(&config_error(&out), &["set OPENAI_API_KEY"]);
-    let out = deerflow(["run", "--json", "--model", "anthropic:claude-sonnet-4-5", "hi"])
-        .cwd(ws.path())
-        .output()
-        .await;
+    let out = deerflow([
+        "run",
+        "--json",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "hi",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
     assert_has(&config_error(&out), &["set ANTHROPIC_API_KEY"]);
 }
 
@@ -146,7 +179,7 @@ async fn unset_var_of_the_used_model_is_named() {
     let ws = workspace();
     let cfg = "models:\n  - name: gpt\n    use: openai\n    model: gpt-4o-mini\n    api_key: $SOME_UNSET_VAR\n";
     let line = run_config_error(ws.path(), cfg, &[]).await;
-    assert_has(&line, &["SOME_UNSET_VAR", "models[0].api_key"]);
+    assert_has(&line, &["SOME_UNSET_VAR", "models[0].api_key", "export it"]);
     assert!(!line.contains("gpt-4o-mini-secret"));
 }
 
@@ -170,7 +203,7 @@ async fn unset_var_of_an_unused_model_is_only_a_warning() {
     assert_eq!(out.completed()["final_message"], "fine");
     let check = deerflow(["-c", s(&cfg), "config", "check"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_eq!(check.code, 0, "{}", check.stderr);
     assert!(
@@ -183,7 +216,7 @@ async fn unset_var_of_an_unused_model_is_only_a_warning() {
     );
     let json_check = deerflow(["-c", s(&cfg), "config", "check", "--json"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_eq!(json_check.code, 0, "{}", json_check.stderr);
     let v: Value = serde_json::from_str(&json_check.stdout).unwrap();
@@ -194,8 +227,14 @@ async fn unset_var_of_an_unused_model_is_only_a_warning() {
 #[tokio::test(flavor = "multi_thread")]
 async fn no_model_at_all_says_how_to_choose_one() {
     let ws = workspace();
-    let out = deerflow(["run", "--json", "hi"]).cwd(ws.path()).output().await;
-    assert_has(&config_error(&out), &["--model", "DEERFLOW_MODEL", "models:"]);
+    let out = deerflow(["run", "--json", "hi"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_has(
+        &config_error(&out),
+        &["--model", "DEERFLOW_MODEL", "models:"],
+    );
     // An empty `models:` is the same.
     let line = run_config_error(ws.path(), "models:\n", &[]).await;
     assert_has(&line, &["--model"]);
@@ -206,7 +245,7 @@ async fn missing_cassette_is_a_config_error() {
     let ws = workspace();
     let out = deerflow(["run", "--json", "-m", "replay:does-not-exist.json", "hi"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_has(&config_error(&out), &["does-not-exist.json"]);
     let line = run_config_error(
@@ -230,7 +269,7 @@ async fn custom_agent_without_system_prompt() {
     assert_has(&line, &["subagents.custom_agents.reviewer.system_prompt"]);
     let check = deerflow(["-c", s(&ws.path().join("bad.yaml")), "config", "check"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_eq!(check.code, 78);
     assert!(check
@@ -247,7 +286,10 @@ async fn another_sandbox_provider_is_refused() {
         c.display()
     );
     let line = run_config_error(ws.path(), &cfg, &[]).await;
-    assert_has(&line, &["sandbox.use", "some.other:Provider", "local", "line 4"]);
+    assert_has(
+        &line,
+        &["sandbox.use", "some.other:Provider", "local", "line 4"],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -259,7 +301,31 @@ async fn subagent_model_override_is_checked_before_run_started() {
         c.display()
     );
     let line = run_config_error(ws.path(), &cfg, &[]).await;
-    assert_has(&line, &["nosuch"]);
+    assert_has(
+        &line,
+        &[
+            "subagents.agents.general-purpose.model",
+            "unknown model 'nosuch'",
+            "demo",
+        ],
+    );
+    // A custom type's own model is named by its key too.
+    let custom = format!(
+        "models:\n  - {{name: demo, use: replay, cassette: {}}}\nsubagents:\n  custom_agents:\n    rev: {{description: d, system_prompt: p, model: gone}}\n",
+        c.display()
+    );
+    let line = run_config_error(ws.path(), &custom, &[]).await;
+    assert_has(&line, &["subagents.custom_agents.rev.model", "'gone'"]);
+    let check = deerflow(["-c", s(&ws.path().join("bad.yaml")), "config", "check"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(check.code, 78, "{}", check.stderr);
+    assert!(
+        check.stderr.contains("subagents.custom_agents.rev.model"),
+        "{}",
+        check.stderr
+    );
     // Without sub-agents the override cannot be reached: the run works.
     let out = deerflow([
         "run",
@@ -280,10 +346,18 @@ async fn malformed_set_is_a_usage_error() {
     let ws = workspace();
     let c = answer(ws.path(), "ok");
     let m = format!("replay:{}", c.display());
-    let out = deerflow(["run", "--json", "-m", &m, "--set", "subagents.timeout_seconds", "hi"])
-        .cwd(ws.path())
-        .output()
-        .await;
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &m,
+        "--set",
+        "subagents.timeout_seconds",
+        "hi",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(out.stdout, "");
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
@@ -308,7 +382,13 @@ fn labelled_config(dir: &Path, rel: &str, label: &str) -> PathBuf {
     )
 }
 
-async fn winner(cwd: &Path, home: &Path, xdg: &Path, env_cfg: Option<&Path>, flag: Option<&Path>) -> String {
+async fn winner(
+    cwd: &Path,
+    home: &Path,
+    xdg: &Path,
+    env_cfg: Option<&Path>,
+    flag: Option<&Path>,
+) -> String {
     let mut args: Vec<String> = Vec::new();
     if let Some(f) = flag {
         args.extend(["-c".to_string(), s(f).to_string()]);
@@ -321,10 +401,13 @@ async fn winner(cwd: &Path, home: &Path, xdg: &Path, env_cfg: Option<&Path>, fla
     if let Some(e) = env_cfg {
         run = run.env("DEERFLOW_CONFIG", s(e));
     }
-    let out = run.output().await;
+    let out = run.text().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
-    let by_show = v["models"][0]["name"].as_str().unwrap_or("none").to_string();
+    let by_show = v["models"][0]["name"]
+        .as_str()
+        .unwrap_or("none")
+        .to_string();
 
     // A run (in a different workspace, to show -C plays no part) answers with the label.
     let mut args: Vec<String> = Vec::new();
@@ -363,8 +446,14 @@ async fn lookup_order() {
 
     // Everything present: the flag wins.
     let cwd_cfg = labelled_config(&cwd, "deerflow.yaml", "from_cwd");
-    assert_eq!(winner(&cwd, &home, &xdg, Some(&env_cfg), Some(&flag_cfg)).await, "from_flag");
-    assert_eq!(winner(&cwd, &home, &xdg, Some(&env_cfg), None).await, "from_env");
+    assert_eq!(
+        winner(&cwd, &home, &xdg, Some(&env_cfg), Some(&flag_cfg)).await,
+        "from_flag"
+    );
+    assert_eq!(
+        winner(&cwd, &home, &xdg, Some(&env_cfg), None).await,
+        "from_env"
+    );
     assert_eq!(winner(&cwd, &home, &xdg, None, None).await, "from_cwd");
     std::fs::remove_file(&cwd_cfg).unwrap();
     assert_eq!(winner(&cwd, &home, &xdg, None, None).await, "from_xdg");
@@ -376,7 +465,7 @@ async fn lookup_order() {
         .cwd(&cwd)
         .env("HOME", s(&home))
         .env("XDG_CONFIG_HOME", s(&xdg))
-        .output()
+        .text()
         .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -492,7 +581,10 @@ async fn deerflow_model_env_picks_and_the_flag_beats_it() {
         ),
     );
     let _ = cfg;
-    let first = deerflow(["run", "--json", "hi"]).cwd(ws.path()).json().await;
+    let first = deerflow(["run", "--json", "hi"])
+        .cwd(ws.path())
+        .json()
+        .await;
     assert_eq!(first.first("run_started")["model"]["name"], "a");
     let env = deerflow(["run", "--json", "hi"])
         .cwd(ws.path())
@@ -512,7 +604,7 @@ async fn deerflow_model_env_picks_and_the_flag_beats_it() {
     let bad = deerflow(["run", "--json", "hi"])
         .cwd(ws.path())
         .env("DEERFLOW_MODEL", "nosuch")
-        .output()
+        .text()
         .await;
     assert_has(&config_error(&bad), &["nosuch"]);
 }
@@ -522,9 +614,32 @@ async fn deerflow_example_config_is_accepted() {
     let ws = workspace();
     let check = deerflow(["-c", EXAMPLE, "config", "check"])
         .cwd(ws.path())
-        .output()
+        .text()
         .await;
     assert_eq!(check.code, 0, "{}", check.stderr);
+    // Outside a run, the ignored keys are one warning line on stderr, for every command.
+    for cmd in [
+        &["config", "check"][..],
+        &["config", "show"],
+        &["agents"],
+        &["agents", "--json"],
+    ] {
+        let mut args = vec!["-c", EXAMPLE];
+        args.extend_from_slice(cmd);
+        let out = deerflow(args).cwd(ws.path()).text().await;
+        assert_eq!(out.code, 0, "{cmd:?}: {}", out.stderr);
+        let lines: Vec<_> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{cmd:?}: {}", out.stderr);
+        assert!(
+            lines[0].contains("warning") && lines[0].contains("memory"),
+            "{cmd:?}: {}",
+            lines[0]
+        );
+        assert!(
+            !out.stdout.contains("ignored config keys"),
+            "{cmd:?}: stdout holds the warning"
+        );
+    }
     let c = answer(ws.path(), "compatible");
     let m = format!("replay:{}", c.display());
     let out = deerflow(["run", "--json", "-c", EXAMPLE, "--model", &m, "hi"])
@@ -539,7 +654,7 @@ async fn deerflow_example_config_is_accepted() {
         .collect();
     assert_eq!(ignored.len(), 1, "{:#?}", out.of_type("warning"));
     let msg = ignored[0]["message"].as_str().unwrap();
-    for key in ["memory", "title", "tools", "channels"] {
+    for key in ["memory", "title", "tools", "summarization"] {
         assert!(msg.contains(key), "{msg} lacks {key}");
     }
     // Used sections' known keys are not reported.
@@ -561,7 +676,7 @@ async fn config_show_redacts_secrets() {
         let out = deerflow(args.clone())
             .cwd(ws.path())
             .env("MY_TEST_KEY", "sk-env-secret-2")
-            .output()
+            .text()
             .await;
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
         for secret in ["sk-literal-secret-1", "sk-env-secret-2"] {
@@ -574,7 +689,7 @@ async fn config_show_redacts_secrets() {
     let out = deerflow(["-c", EXAMPLE, "config", "show", "--json"])
         .cwd(ws.path())
         .env("OPENAI_API_KEY", "sk-example-secret-3")
-        .output()
+        .text()
         .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stdout.contains("sk-example-secret-3"));

@@ -40,7 +40,10 @@ async fn run_table(ws: &Path, extra: &[&str], rows: &[Row<'_>]) -> Output {
         assert_eq!(got["call_id"], format!("c{i}"));
         assert_eq!(got["name"], *name);
         assert_eq!(
-            (got["status"].as_str().unwrap(), got["output"].as_str().unwrap()),
+            (
+                got["status"].as_str().unwrap(),
+                got["output"].as_str().unwrap()
+            ),
             (*status, want.as_str()),
             "row {i}: {name} {args}"
         );
@@ -76,8 +79,18 @@ async fn ls_lists_two_levels() {
             ("ls", json!({}), "ok", top.clone()),
             ("ls", json!({"path": "."}), "ok", top.clone()),
             ("ls", json!({"path": "/mnt/user-data/workspace"}), "ok", top),
-            ("ls", json!({"path": "d"}), "ok", "d/e/\nd/e/too-deep.txt\nd/g.txt".into()),
-            ("ls", json!({"path": "d/.."}), "ok", "a.txt\nb.txt\nd/\nd/e/\nd/g.txt\nempty/".into()),
+            (
+                "ls",
+                json!({"path": "d"}),
+                "ok",
+                "d/e/\nd/e/too-deep.txt\nd/g.txt".into(),
+            ),
+            (
+                "ls",
+                json!({"path": "d/.."}),
+                "ok",
+                "a.txt\nb.txt\nd/\nd/e/\nd/g.txt\nempty/".into(),
+            ),
             ("ls", json!({"path": "empty"}), "ok", "(empty)".into()),
             ("ls", json!({"path": ".."}), "error", OUTSIDE.into()),
             ("ls", json!({"path": "/etc"}), "error", OUTSIDE.into()),
@@ -135,14 +148,54 @@ async fn write_file_creates_parents_and_appends() {
         r,
         &[],
         &[
-            ("write_file", json!({"path": "a/b/c.txt", "content": "x\n"}), "ok", "OK".into()),
-            ("write_file", json!({"path": "a/b/c.txt", "content": "y\n", "append": true}), "ok", "OK".into()),
-            ("write_file", json!({"path": "/mnt/user-data/workspace/a.txt", "content": "ws"}), "ok", "OK".into()),
-            ("write_file", json!({"path": "/mnt/user-data/outputs/b.txt", "content": "out"}), "ok", "OK".into()),
-            ("write_file", json!({"path": "../x", "content": "no"}), "error", OUTSIDE.into()),
-            ("write_file", json!({"path": "/tmp/deerflow-escape.txt", "content": "no"}), "error", OUTSIDE.into()),
-            ("write_file", json!({"path": "out-link/escape.txt", "content": "no"}), "error", OUTSIDE.into()),
-            ("read_file", json!({"path": "/mnt/user-data/outputs/b.txt"}), "ok", "out".into()),
+            (
+                "write_file",
+                json!({"path": "a/b/c.txt", "content": "x\n"}),
+                "ok",
+                "OK".into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "a/b/c.txt", "content": "y\n", "append": true}),
+                "ok",
+                "OK".into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "/mnt/user-data/workspace/a.txt", "content": "ws"}),
+                "ok",
+                "OK".into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "/mnt/user-data/outputs/b.txt", "content": "out"}),
+                "ok",
+                "OK".into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "../x", "content": "no"}),
+                "error",
+                OUTSIDE.into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "/tmp/deerflow-escape.txt", "content": "no"}),
+                "error",
+                OUTSIDE.into(),
+            ),
+            (
+                "write_file",
+                json!({"path": "out-link/escape.txt", "content": "no"}),
+                "error",
+                OUTSIDE.into(),
+            ),
+            (
+                "read_file",
+                json!({"path": "/mnt/user-data/outputs/b.txt"}),
+                "ok",
+                "out".into(),
+            ),
         ],
     )
     .await;
@@ -188,7 +241,11 @@ async fn glob_and_grep() {
     let ws = workspace();
     let r = ws.path();
     put(r, "README.md", "Hello World\nsecond line\n");
-    put(r, "src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n");
+    put(
+        r,
+        "src/main.rs",
+        "fn main() {\n    println!(\"hello\");\n}\n",
+    );
     put(r, "src/nested/lib.rs", "pub fn HELLO() {}\n");
     run_table(
         r,
@@ -233,9 +290,17 @@ async fn bash_is_refused_without_allow_bash() {
         ]}),
     );
     let model = format!("replay:{}", c.display());
-    let out = deerflow(["run", "--json", "-m", &model, "-C", ws.path().to_str().unwrap(), "x"])
-        .json()
-        .await;
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model,
+        "-C",
+        ws.path().to_str().unwrap(),
+        "x",
+    ])
+    .json()
+    .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let r = out.first("tool_result");
     assert_eq!(r["status"], "error");
@@ -252,17 +317,42 @@ async fn bash_output_format() {
         r,
         &["--allow-bash"],
         &[
-            ("bash", json!({"command": "cat hello.txt"}), "ok", "hi\n".into()),
-            ("bash", json!({"command": "true"}), "ok", "(no output)".into()),
+            (
+                "bash",
+                json!({"command": "cat hello.txt"}),
+                "ok",
+                "hi\n".into(),
+            ),
+            (
+                "bash",
+                json!({"command": "true"}),
+                "ok",
+                "(no output)".into(),
+            ),
             (
                 "bash",
                 json!({"command": "echo out; echo err >&2; exit 3", "description": "mixed"}),
                 "ok",
                 "out\n\nStd Error:\nerr\n\nExit Code: 3".into(),
             ),
-            ("bash", json!({"command": "exit 7"}), "ok", "\nExit Code: 7".into()),
-            ("bash", json!({"command": "pwd"}), "ok", format!("{}\n", r.canonicalize().unwrap().display())),
-            ("bash", json!({"command": "cat; echo eof"}), "ok", "eof\n".into()),
+            (
+                "bash",
+                json!({"command": "exit 7"}),
+                "ok",
+                "\nExit Code: 7".into(),
+            ),
+            (
+                "bash",
+                json!({"command": "pwd"}),
+                "ok",
+                format!("{}\n", r.canonicalize().unwrap().display()),
+            ),
+            (
+                "bash",
+                json!({"command": "cat; echo eof"}),
+                "ok",
+                "eof\n".into(),
+            ),
         ],
     )
     .await;
@@ -313,7 +403,10 @@ async fn bash_timeout_kills_the_whole_group() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let r = out.first("tool_result");
     assert_eq!(r["status"], "error", "{r}");
-    assert!(started.elapsed().as_secs() < 20, "the timeout did not apply");
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "the timeout did not apply"
+    );
     assert_eq!(processes_with("987123"), Vec::<String>::new());
 }
 
@@ -331,8 +424,18 @@ async fn skills_are_readable_never_writable() {
         ws.path(),
         &["--skills", &sk],
         &[
-            ("read_file", json!({"path": "/mnt/skills/demo/SKILL.md", "start_line": 5}), "ok", "Body\n".into()),
-            ("ls", json!({"path": "/mnt/skills"}), "ok", "/mnt/skills/demo/\n/mnt/skills/demo/SKILL.md".into()),
+            (
+                "read_file",
+                json!({"path": "/mnt/skills/demo/SKILL.md", "start_line": 5}),
+                "ok",
+                "Body\n".into(),
+            ),
+            (
+                "ls",
+                json!({"path": "/mnt/skills"}),
+                "ok",
+                "/mnt/skills/demo/\n/mnt/skills/demo/SKILL.md".into(),
+            ),
             (
                 "write_file",
                 json!({"path": "/mnt/skills/demo/x.md", "content": "x"}),
@@ -345,7 +448,12 @@ async fn skills_are_readable_never_writable() {
                 "error",
                 "Access denied: /mnt/skills is read-only".into(),
             ),
-            ("read_file", json!({"path": "/mnt/skills/../../etc/passwd"}), "error", OUTSIDE.into()),
+            (
+                "read_file",
+                json!({"path": "/mnt/skills/../../etc/passwd"}),
+                "error",
+                OUTSIDE.into(),
+            ),
         ],
     )
     .await;
@@ -370,8 +478,18 @@ async fn present_files_become_relative_artifacts() {
                 "ok",
                 "Presented 2 file(s): outputs/chart.txt, report.md".into(),
             ),
-            ("present_files", json!({"filepaths": ["../escape.txt"]}), "error", OUTSIDE.into()),
-            ("present_files", json!({"filepaths": ["/etc/passwd"]}), "error", OUTSIDE.into()),
+            (
+                "present_files",
+                json!({"filepaths": ["../escape.txt"]}),
+                "error",
+                OUTSIDE.into(),
+            ),
+            (
+                "present_files",
+                json!({"filepaths": ["/etc/passwd"]}),
+                "error",
+                OUTSIDE.into(),
+            ),
         ],
     )
     .await
