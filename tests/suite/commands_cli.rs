@@ -301,7 +301,23 @@ async fn usage_errors_are_one_line_exit_2() {
     usage_error(&deerflow(["--no-such-flag"]).text().await);
     usage_error(&deerflow(["agents", "--bogus"]).text().await);
     usage_error(&deerflow(["nosuchcommand"]).text().await);
-    usage_error(&deerflow(Vec::<&str>::new()).text().await);
+    // A missing subcommand says so and lists the choices (not clap's description line).
+    let none = deerflow(Vec::<&str>::new()).text().await;
+    usage_error(&none);
+    assert!(
+        none.stderr.contains("subcommand is required") && none.stderr.contains("agents"),
+        "{}",
+        none.stderr
+    );
+    let config = deerflow(["config"]).text().await;
+    usage_error(&config);
+    assert!(
+        config.stderr.contains("subcommand is required")
+            && config.stderr.contains("check")
+            && config.stderr.contains("show"),
+        "{}",
+        config.stderr
+    );
     usage_error(
         &deerflow(["run", "--max-concurrent", "0", "hi"])
             .text()

@@ -695,3 +695,37 @@ async fn config_show_redacts_secrets() {
     assert!(!out.stdout.contains("sk-example-secret-3"));
     let _: Value = serde_json::from_str(&out.stdout).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn float_durations_and_vars_in_ignored_sections() {
+    let ws = workspace();
+    let c = answer(ws.path(), "ok");
+    let cfg = write(
+        ws.path(),
+        "conf.yaml",
+        &format!(
+            "models:\n  - {{name: d, use: replay, cassette: {}, timeout: 600.0}}\nsubagents:\n  timeout_seconds: 12.5\n  shiny_new_key: $UNSET_IN_SUBAGENTS\nmemory:\n  storage: $UNSET_IN_MEMORY\n",
+            c.display()
+        ),
+    );
+    let out = deerflow(["run", "--json", "-c", s(&cfg), "hi"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let w = out.first("warning");
+    assert_eq!(w["code"], "config_ignored");
+    let msg = w["message"].as_str().unwrap();
+    assert!(
+        msg.contains("memory") && msg.contains("subagents.shiny_new_key"),
+        "{msg}"
+    );
+    assert!(!msg.contains("UNSET_IN"), "{msg}");
+    let agents = deerflow(["-c", s(&cfg), "agents", "--json"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(agents.code, 0, "{}", agents.stderr);
+    let list: Vec<Value> = serde_json::from_str(&agents.stdout).unwrap();
+    assert_eq!(list[0]["timeout_seconds"], 12.5);
+}
