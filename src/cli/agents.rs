@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::config_error;
 use super::docs::print;
+use super::{config_error, load_warnings, warning};
 use crate::config;
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::SubagentType;
@@ -20,9 +20,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
-    if let Some(w) = loaded.ignored_warning() {
-        eprintln!("deerflow: warning: {w}");
-    }
+    load_warnings(&loaded);
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
@@ -33,7 +31,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     };
     let (types, warnings) = effective_types(&cfg.subagents, &inputs);
     for w in warnings {
-        crate::logging::warn(&w);
+        warning(&w);
     }
     if as_json {
         let list: Vec<Value> = types.iter().map(to_json).collect();

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::args::ConfigAction;
-use super::config_error;
 use super::docs::print;
+use super::{config_error, load_warnings};
 use crate::config;
 use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
@@ -24,9 +24,7 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
-    if let Some(w) = loaded.ignored_warning() {
-        eprintln!("deerflow: warning: {w}");
-    }
+    load_warnings(&loaded);
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true } => {

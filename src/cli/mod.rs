@@ -39,6 +39,11 @@ fn clap_error(e: clap::Error) -> i32 {
             let _ = e.print();
             EXIT_OK
         }
+        // clap answers a missing subcommand with the whole help text; its first line would
+        // be the command's description, which says nothing about the mistake.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            usage_error(&missing_subcommand(&e.render().to_string()))
+        }
         _ => {
             let rendered = e.render().to_string();
             let first = rendered
@@ -51,10 +56,49 @@ fn clap_error(e: clap::Error) -> i32 {
     }
 }
 
+/// "a subcommand is required" with the usage line and the subcommands, from clap's help text.
+fn missing_subcommand(help: &str) -> String {
+    let usage = help
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage:"))
+        .map_or("deerflow <COMMAND>", str::trim);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // Entries are indented by two spaces; wrapped descriptions by more.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    if commands.is_empty() {
+        format!("a subcommand is required: {usage}")
+    } else {
+        format!(
+            "a subcommand is required: {usage} (one of: {})",
+            commands.join(", ")
+        )
+    }
+}
+
 /// One line on stderr, exit 2.
 pub fn usage_error(msg: &str) -> i32 {
     eprintln!("deerflow: usage error: {msg} (see deerflow --help)");
     EXIT_USAGE
+}
+
+/// A non-fatal note outside a run: one line on stderr.
+pub fn warning(msg: &str) {
+    eprintln!("deerflow: warning: {}", msg.replace('\n', " "));
+}
+
+/// The notes loading produced (the one `config_ignored` line naming every ignored key, then
+/// the others), for commands that have no event stream to put them in.
+pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
+    for w in loaded.ignored_warning().iter().chain(&loaded.warnings) {
+        warning(w);
+    }
 }
 
 /// One line on stderr, exit 78.

@@ -97,7 +97,9 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
                 .map(|m| ("config_ignored".to_string(), m)),
         );
         for t in &types {
-            models.build(&t.model)?;
+            models
+                .build(&t.model)
+                .map_err(|e| named_by(e, &subagent_model_key(&cfg.subagents, &t.name)))?;
         }
         let by_name = models
             .built
@@ -144,6 +146,29 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         lead_progress: Default::default(),
         skills: skill_list,
     })
+}
+
+/// The config key that chose a sub-agent type's model: its per-type override, else its
+/// custom definition (a built-in without an override inherits the lead's model).
+fn subagent_model_key(cfg: &config::SubagentsConfig, name: &str) -> String {
+    if cfg.agents.get(name).is_some_and(|o| o.model.is_some()) {
+        format!("subagents.agents.{name}.model")
+    } else {
+        format!("subagents.custom_agents.{name}.model")
+    }
+}
+
+/// Prefixes a model error with the key that named the model, so the one line points at it.
+fn named_by(e: Early, key: &str) -> Early {
+    match e {
+        Early::Config(ConfigError::Model(m)) => {
+            Early::Config(ConfigError::Model(format!("{key}: {m}")))
+        }
+        Early::Config(ConfigError::MissingSecret(m)) => {
+            Early::Config(ConfigError::MissingSecret(format!("{key}: {m}")))
+        }
+        other => other,
+    }
 }
 
 fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {

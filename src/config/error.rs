@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// A config file that was named (or found) but cannot be read.
-    #[error("config error: cannot read {} ({origin}): {reason}", path.display())]
+    #[error("config error: cannot read {} ({origin}): {reason}; {}", path.display(), unreadable_fix(origin))]
     Unreadable {
         path: PathBuf,
         origin: String,
@@ -45,6 +45,15 @@ impl ConfigError {
     /// Always 78 (EX_CONFIG); here so callers need not hard-code it.
     pub fn exit_code(&self) -> i32 {
         78
+    }
+}
+
+/// What to do about a config file that cannot be read, by where its path came from.
+fn unreadable_fix(origin: &str) -> &'static str {
+    match origin {
+        "--config" => "check the path given to --config",
+        "$DEERFLOW_CONFIG" => "check the path in DEERFLOW_CONFIG, or unset it",
+        _ => "make the file readable, or remove it to use the next one in the lookup order",
     }
 }
 

@@ -253,8 +253,12 @@ fn secs(v: f64) -> Duration {
 
 /// Expands a `$VAR` field; the error names the key and the variable, never a value.
 fn field(raw: &str, at: &str, key: &str, env: &Env) -> Result<String, ConfigError> {
-    expand(raw, env)
-        .map_err(|var| ConfigError::MissingSecret(format!("{at}.{key}: {}", unset_message(&var))))
+    expand(raw, env).map_err(|var| {
+        ConfigError::MissingSecret(format!(
+            "{at}.{key}: {}; export it, or change {at}.{key} in the config",
+            unset_message(&var)
+        ))
+    })
 }
 
 fn readable_cassette(path: &Path, name: &str) -> Result<PathBuf, ConfigError> {

@@ -150,7 +150,8 @@ fn unset_var_names_key_and_var_but_not_secrets() {
     assert!(matches!(e, ConfigError::MissingSecret(_)));
     assert_eq!(
         e.to_string(),
-        "config error: models[1].api_key: environment variable DF_T_UNSET_KEY is not set"
+        "config error: models[1].api_key: environment variable DF_T_UNSET_KEY is not set; \
+         export it, or change models[1].api_key in the config"
     );
     assert!(resolve_model_with(&l, "a", Path::new("/"), &Env::empty()).is_ok());
 }

@@ -49,7 +49,8 @@ impl PresentFilesTool {
             };
             let abs = match ctx.workspace.resolve(p, Access::Read) {
                 Ok(a) => a,
-                Err(e) => return ToolOutput::error(format!("Error: {p}: {e}")),
+                // Exactly the workspace's refusal (contract §6), like every other tool.
+                Err(e) => return ToolOutput::error(e),
             };
             if !abs.is_file() {
                 return ToolOutput::error(format!("Error: {p}: no such file"));

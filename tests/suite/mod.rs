@@ -1,6 +1,8 @@
 //! Integration test modules (one binary: tests/all.rs).
 
 mod anthropic_http;
+mod commands_cli;
+mod config_cli;
 mod generated_docs;
 mod harness;
 mod mock_selftest;
@@ -9,3 +11,4 @@ mod provider_faults;
 mod replay_runs;
 mod subagents;
 mod subagents_http;
+mod tools_cli;
