@@ -244,6 +244,9 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
                 Output::Human(mut r) => {
                     for env in rx {
                         r.render(&env);
+                        if is_last(&env) {
+                            break;
+                        }
                     }
                     r.finish();
                 }
@@ -271,22 +274,31 @@ impl EventWriter {
     }
 }
 
+/// `run_completed` is the stream's last line: the writer stops after it, without waiting
+/// for every sender to go away (a sub-agent abandoned mid-tool may still hold one).
+fn is_last(env: &Envelope) -> bool {
+    matches!(env.event, Event::RunCompleted { .. })
+}
+
 fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() + Send + Sync)) {
     let stdout = std::io::stdout();
     let mut seq: u64 = 0;
     let mut closed = false;
     for env in rx {
-        if closed {
-            continue;
+        let last = is_last(&env);
+        if !closed {
+            let line = stamp(&env, seq, run_id);
+            seq += 1;
+            let mut out = stdout.lock();
+            let ok = out.write_all(line.as_bytes()).and_then(|_| out.flush());
+            if ok.is_err() {
+                // EPIPE (or any write failure): stop writing, tell the run, keep draining.
+                closed = true;
+                on_closed();
+            }
         }
-        let line = stamp(&env, seq, run_id);
-        seq += 1;
-        let mut out = stdout.lock();
-        let ok = out.write_all(line.as_bytes()).and_then(|_| out.flush());
-        if ok.is_err() {
-            // EPIPE (or any write failure): stop writing, tell the run, keep draining.
-            closed = true;
-            on_closed();
+        if last {
+            break;
         }
     }
 }
