@@ -254,3 +254,53 @@ async fn the_per_tool_frequency_limit_stops_varied_calls() {
         .collect();
     assert_eq!(paths, [json!("a"), json!("b")]);
 }
+
+// ---- panics (debug builds have a test hook: DEERFLOW_DEBUG_PANIC=CALLER) ----
+
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_in_the_lead_still_ends_with_run_completed_and_exit_1() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"tool_calls": [ls(".")], "usage": usage(10, 1)}, {"text": "never"}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let out = deerflow(["run", "--json", "-m", &m, "go"])
+        .cwd(ws.path())
+        .env("DEERFLOW_DEBUG_PANIC", "lead")
+        .json()
+        .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let done = out.completed();
+    assert_eq!(done["status"], "failed");
+    let error = done["error"].as_str().unwrap();
+    assert!(error.contains("panic"), "{error}");
+    assert_eq!(done["usage"]["total_tokens"], 11);
+}
+
+#[cfg(debug_assertions)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_in_a_sub_agent_fails_only_that_task() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [task("one"), task("two")]}, {"text": "summary"}],
+        "default_task": [{"text": "fine"}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let out = deerflow(["run", "--json", "-m", &m, "go"])
+        .cwd(ws.path())
+        .env("DEERFLOW_DEBUG_PANIC", "subagent:general-purpose")
+        .json()
+        .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let done = out.completed();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["tasks"]["failed"], 2);
+    let failed = out.of_type("task_failed");
+    assert!(failed
+        .iter()
+        .all(|e| e["error"] == "internal error: the sub-agent panicked"));
+}

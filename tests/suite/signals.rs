@@ -245,28 +245,50 @@ async fn sigterm_kills_a_sub_agents_bash_commands() {
     wait_until("the marked processes to die", 2, || !process_with(&marker)).await;
 }
 
+/// A stdout that is piped but never read: the graceful stop then waits for the writer (up to
+/// 2 s), which leaves time for a second SIGINT.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_sigint_exits_130_at_once() {
     let ws = workspace();
-    let (c, marker) = bash_sleeper(ws.path());
+    let secs = format!("3133{}", fastrand::u32(10_000..99_999));
+    let command = format!("sleep {secs} ; echo marker-{secs}");
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [{"name": "task", "arguments": {"description": "sleeper", "prompt": "sleep", "subagent_type": "bash"}}]},
+                 {"text": "never"}],
+        "tasks": {"sleeper": [{"text": "y".repeat(200_000), "tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "woke"}]}}),
+    );
     let m = format!("replay:{}", c.display());
-    let live = spawn(ws.path(), &["run", "--json", "--allow-bash", "-m", &m, "go"]);
-    wait_until("the sleep to start", 10, || process_with(&marker)).await;
-    live.signal(libc::SIGINT);
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut cmd = deerflow(["run", "--json", "--allow-bash", "-m", &m, "go"])
+        .cwd(ws.path())
+        .command();
+    cmd.stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let _stdout = child.stdout.take();
+    let pid = child.id().unwrap() as i32;
+    wait_until("the sleep to start", 10, || process_with(&secs)).await;
+    // SAFETY: kill only sends a signal to the child we spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the graceful stop should still be waiting for stdout"
+    );
     let second = Instant::now();
-    // The first SIGINT may already have ended the run; the second then has no one to reach.
-    // SAFETY: kill only sends a signal to the child we spawned (or to nobody, if it is gone
-    // and not yet reaped: the zombie keeps the pid).
-    unsafe { libc::kill(live.pid(), libc::SIGINT) };
-    let (out, exited) = live.finish().await;
-    assert!(exited - second < Duration::from_secs(1), "{:?}", exited - second);
-    assert_eq!(out.code, 130, "{}", out.stderr);
-    if let Some(last) = out.events.iter().find(|e| e["type"] == "run_completed") {
-        assert_eq!(last, out.completed(), "run_completed is last when present");
-        assert_eq!(last["exit_code"], 130);
-    }
-    wait_until("the marked processes to die", 2, || !process_with(&marker)).await;
+    // SAFETY: as above; the child has not exited.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("no exit after the second SIGINT")
+        .unwrap();
+    assert!(
+        second.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        second.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    wait_until("the marked processes to die", 2, || !process_with(&secs)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
