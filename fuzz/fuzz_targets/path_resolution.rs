@@ -38,8 +38,7 @@ fn setup() -> &'static Setup {
         for (target, link) in links {
             symlink(target, link).expect("symlink");
         }
-        let workspace =
-            Workspace::new(r, Some(&other.path().join("skills"))).expect("workspace");
+        let workspace = Workspace::new(r, Some(&other.path().join("skills"))).expect("workspace");
         let root = workspace.root().to_path_buf();
         let skills = workspace.skills_root().expect("skills").to_path_buf();
         Setup {
@@ -72,11 +71,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let s = setup();
-    let access = if mode & 1 == 0 { Access::Read } else { Access::Write };
+    let access = if mode & 1 == 0 {
+        Access::Read
+    } else {
+        Access::Write
+    };
     if let Ok(got) = s.workspace.resolve(path, access) {
         assert!(inside(s, &got), "{path:?} resolved outside: {got:?}");
         if access == Access::Write {
-            assert!(got.starts_with(&s.root), "{path:?} writable outside: {got:?}");
+            assert!(
+                got.starts_with(&s.root),
+                "{path:?} writable outside: {got:?}"
+            );
         }
     }
 });

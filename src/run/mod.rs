@@ -33,12 +33,14 @@ pub async fn execute(spec: RunSpec) -> i32 {
     let started = Instant::now();
     let control = Arc::new(RunControl::new(spec.timeout_seconds));
     let stdout_closed = Arc::new(AtomicBool::new(false));
+    // Handlers first: a consumer that signals as soon as it sees `run_started` must get
+    // `run_completed`, not the default disposition.
+    signals::watch(control.clone(), spec.workspace.clone());
     let (events, writer) = start_writer(output_for(&spec, &run_id, &control, &stdout_closed));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(code, message.clone()));
     }
-    signals::watch(control.clone(), spec.workspace.clone());
     if let Some(t) = spec.timeout_seconds {
         let c = control.clone();
         tokio::spawn(async move {

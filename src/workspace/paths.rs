@@ -418,7 +418,10 @@ mod tests {
             })
             .unwrap();
         // Not vacuous: the generator reaches both sides.
-        assert!(accepted.get() > 20 && refused.get() > 20, "{accepted:?} {refused:?}");
+        assert!(
+            accepted.get() > 20 && refused.get() > 20,
+            "{accepted:?} {refused:?}"
+        );
     }
 
     #[test]

@@ -147,7 +147,11 @@ async fn the_leads_final_answer_may_reach_the_budget() {
     // 450 (45%), 850 (85%: the warning), 1350: once only.
     let w = warnings(&out, "budget");
     assert_eq!(w.len(), 1, "{w:#?}");
-    let at = out.events.iter().position(|e| e["code"] == "budget").unwrap();
+    let at = out
+        .events
+        .iter()
+        .position(|e| e["code"] == "budget")
+        .unwrap();
     let second_usage = out
         .events
         .iter()
@@ -156,7 +160,10 @@ async fn the_leads_final_answer_may_reach_the_budget() {
         .nth(1)
         .unwrap()
         .0;
-    assert!(at > second_usage, "the warning follows the response that crossed 80%");
+    assert!(
+        at > second_usage,
+        "the warning follows the response that crossed 80%"
+    );
     assert_eq!(tool_calls(&out).len(), 2);
 }
 

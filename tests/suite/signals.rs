@@ -76,8 +76,10 @@ impl Live {
     }
 
     async fn wait_started(&self, n: usize) {
-        self.wait_for(&format!("{n} task_started"), |ev| count(ev, "task_started") >= n)
-            .await;
+        self.wait_for(&format!("{n} task_started"), |ev| {
+            count(ev, "task_started") >= n
+        })
+        .await;
     }
 
     fn signal(&self, sig: i32) -> Instant {
@@ -97,14 +99,11 @@ impl Live {
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.reader).await;
         let mut stderr = String::new();
         if let Some(mut e) = self.child.stderr.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), e.read_to_string(&mut stderr))
-                .await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(2), e.read_to_string(&mut stderr)).await;
         }
         let events: Vec<Value> = self.lines.lock().unwrap().clone();
-        let stdout = events
-            .iter()
-            .map(|e| format!("{e}\n"))
-            .collect::<String>();
+        let stdout = events.iter().map(|e| format!("{e}\n")).collect::<String>();
         let out = Output {
             code: status.code().unwrap_or(-1),
             stdout,
@@ -171,6 +170,22 @@ async fn sighup_during_fan_out_exits_129() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_signal_right_after_run_started_still_gets_run_completed() {
+    let ws = workspace();
+    let c = slow_fan_out(ws.path(), &["one"]);
+    let m = format!("replay:{}", c.display());
+    for _ in 0..5 {
+        let live = spawn(ws.path(), &["run", "--json", "-m", &m, "go"]);
+        live.wait_for("run_started", |ev| !ev.is_empty()).await;
+        live.signal(libc::SIGTERM);
+        let (out, _) = live.finish().await;
+        assert_eq!(out.code, 143, "{}", out.stderr);
+        check_stream(&out);
+        assert_eq!(out.completed()["status"], "cancelled");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn sigint_in_human_mode_exits_130() {
     let ws = workspace();
     let c = slow_fan_out(ws.path(), &["one", "two", "three"]);
@@ -180,7 +195,11 @@ async fn sigint_in_human_mode_exits_130() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     let sent = live.signal(libc::SIGINT);
     let (out, exited) = live.finish().await;
-    assert!(exited - sent < Duration::from_secs(2), "{:?}", exited - sent);
+    assert!(
+        exited - sent < Duration::from_secs(2),
+        "{:?}",
+        exited - sent
+    );
     assert_eq!(out.code, 130, "{}", out.stderr);
     assert!(out.events.is_empty(), "stdout: {}", out.stdout);
 }
@@ -228,17 +247,23 @@ async fn sigterm_kills_a_sub_agents_bash_commands() {
     let ws = workspace();
     let (c, marker) = bash_sleeper(ws.path());
     let m = format!("replay:{}", c.display());
-    let live = spawn(ws.path(), &["run", "--json", "--allow-bash", "-m", &m, "go"]);
+    let live = spawn(
+        ws.path(),
+        &["run", "--json", "--allow-bash", "-m", &m, "go"],
+    );
     live.wait_for("the bash call", |ev| {
-        ev.iter().any(|e| {
-            e["type"] == "task_running" && e["message"]["tool_calls"][0]["name"] == "bash"
-        })
+        ev.iter()
+            .any(|e| e["type"] == "task_running" && e["message"]["tool_calls"][0]["name"] == "bash")
     })
     .await;
     wait_until("the sleep to start", 5, || process_with(&marker)).await;
     let sent = live.signal(libc::SIGTERM);
     let (out, exited) = live.finish().await;
-    assert!(exited - sent < Duration::from_secs(2), "{:?}", exited - sent);
+    assert!(
+        exited - sent < Duration::from_secs(2),
+        "{:?}",
+        exited - sent
+    );
     assert_eq!(out.code, 143, "{}", out.stderr);
     check_stream(&out);
     assert_all_cancelled(&out, 1, "Run terminated (SIGTERM)");
@@ -297,7 +322,10 @@ async fn the_run_deadline_cancels_running_tasks_and_exits_124() {
     let c = slow_fan_out(ws.path(), &["one", "two", "three"]);
     let m = format!("replay:{}", c.display());
     let t0 = Instant::now();
-    let live = spawn(ws.path(), &["run", "--json", "--timeout", "1s", "-m", &m, "go"]);
+    let live = spawn(
+        ws.path(),
+        &["run", "--json", "--timeout", "1s", "-m", &m, "go"],
+    );
     let (out, _) = live.finish().await;
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
     assert_eq!(out.code, 124, "{}", out.stderr);
@@ -322,7 +350,9 @@ async fn sigterm_with_a_stalled_stdout_reader_still_exits() {
                          {"text": "late", "delay_ms": 30000}]}),
     );
     let m = format!("replay:{}", c.display());
-    let mut cmd = deerflow(["run", "--json", "-m", &m, "go"]).cwd(ws.path()).command();
+    let mut cmd = deerflow(["run", "--json", "-m", &m, "go"])
+        .cwd(ws.path())
+        .command();
     cmd.stderr(Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     // stdout stays piped and is never read.
