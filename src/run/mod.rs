@@ -25,6 +25,8 @@ use crate::usage::Ledger;
 /// After the run is told to stop, how long the lead may take to wind down before it is
 /// abandoned (the whole stop must finish within 2 s).
 const WIND_DOWN: Duration = Duration::from_millis(1300);
+/// A signal's whole stop, from the signal to the exit, with a margin under §8's 2 s.
+const SIGNAL_STOP: Duration = Duration::from_millis(1800);
 
 /// Runs `spec` to completion and returns the process exit code.
 pub async fn execute(spec: RunSpec) -> i32 {
@@ -79,7 +81,7 @@ pub async fn execute(spec: RunSpec) -> i32 {
         artifacts: artifacts.lock().map(|a| a.clone()).unwrap_or_default(),
     });
     drop(events);
-    let drained = writer.finish(Duration::from_secs(2));
+    let drained = writer.finish(drain_deadline(&control));
     finish_outputs(&spec, status, final_message.as_deref());
     if stdout_closed.load(Ordering::SeqCst)
         || (!drained && control.cause() == Some(StopCause::StdoutClosed))
@@ -87,6 +89,17 @@ pub async fn execute(spec: RunSpec) -> i32 {
         code = EXIT_SIGPIPE;
     }
     code
+}
+
+/// How long the writer may take to drain: 2 s, but a signal's whole stop must fit in 2 s
+/// (contract §8), so then only what is left of that (a stalled reader loses the tail).
+fn drain_deadline(control: &RunControl) -> Duration {
+    match control.stopped() {
+        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) => {
+            (at + SIGNAL_STOP).saturating_duration_since(Instant::now())
+        }
+        _ => Duration::from_secs(2),
+    }
 }
 
 fn output_for(
