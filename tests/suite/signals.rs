@@ -372,3 +372,79 @@ async fn sigterm_with_a_stalled_stdout_reader_still_exits() {
     assert!(took < Duration::from_secs(2), "exit took {took:?}");
     assert_eq!(status.code(), Some(143));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_kills_the_leads_own_bash_command() {
+    let ws = workspace();
+    let secs = format!("3133{}", fastrand::u32(10_000..99_999));
+    let command = format!("sleep {secs} ; echo marker-{secs}");
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "never"}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let live = spawn(
+        ws.path(),
+        &["run", "--json", "--allow-bash", "-m", &m, "go"],
+    );
+    live.wait_for("the bash call", |ev| count(ev, "tool_call") == 1)
+        .await;
+    wait_until("the sleep to start", 5, || process_with(&secs)).await;
+    let sent = live.signal(libc::SIGTERM);
+    let (out, exited) = live.finish().await;
+    assert!(
+        exited - sent < Duration::from_secs(2),
+        "{:?}",
+        exited - sent
+    );
+    assert_eq!(out.code, 143, "{}", out.stderr);
+    check_stream(&out);
+    let result = out.first("tool_result");
+    assert_eq!(result["status"], "error");
+    wait_until("the marked processes to die", 2, || !process_with(&secs)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigint_cancels_queued_tasks_too() {
+    let ws = workspace();
+    let c = slow_fan_out(ws.path(), &["one", "two", "three", "four"]);
+    let m = format!("replay:{}", c.display());
+    let live = spawn(
+        ws.path(),
+        &["run", "--json", "--max-concurrent", "2", "-m", &m, "go"],
+    );
+    live.wait_for("2 started, 2 queued", |ev| {
+        count(ev, "task_started") == 2 && count(ev, "task_queued") == 2
+    })
+    .await;
+    let sent = live.signal(libc::SIGINT);
+    let (out, exited) = live.finish().await;
+    assert!(
+        exited - sent < Duration::from_secs(2),
+        "{:?}",
+        exited - sent
+    );
+    assert_eq!(out.code, 130, "{}", out.stderr);
+    check_stream(&out);
+    assert_eq!(
+        out.of_type("task_started").len(),
+        2,
+        "queued tasks never start"
+    );
+    let cancelled = out.of_type("task_cancelled");
+    assert_eq!(cancelled.len(), 4);
+    assert!(cancelled
+        .iter()
+        .all(|e| e["error"] == "Run interrupted (SIGINT)" && e["usage"].is_object()));
+    assert_eq!(out.completed()["tasks"]["cancelled"], 4);
+    // Each task call got its tool_result after its terminal event.
+    for t in &cancelled {
+        let term = out.events.iter().position(|e| e == *t).unwrap();
+        let result = out
+            .events
+            .iter()
+            .position(|e| e["type"] == "tool_result" && e["call_id"] == t["task_id"]);
+        assert!(result.is_none_or(|r| r > term), "{t}");
+    }
+}
