@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::state::{StateCell, TaskState};
 use super::{SubagentSetup, SubagentType};
 use crate::agent::{Progress, RunShared};
-use crate::events::{EventSink, TaskCounts};
+use crate::events::{Event, EventSink, TaskCounts};
 use crate::run::RunSpec;
 use crate::tools::{SandboxLimits, Tool};
 use crate::workspace::Workspace;
@@ -44,7 +44,7 @@ impl TaskRecord {
 #[derive(Default)]
 struct Slots {
     running: u32,
-    waiting: VecDeque<oneshot::Sender<()>>,
+    waiting: VecDeque<(Arc<TaskRecord>, oneshot::Sender<()>)>,
 }
 
 pub struct Scheduler {
@@ -152,33 +152,66 @@ impl Scheduler {
         id
     }
 
-    /// Takes a running slot now, or joins the queue.
-    pub fn admit(&self) -> Admission {
+    /// Takes a running slot now (`task_started`), or joins the queue (`task_queued`). Both
+    /// events are emitted under the slots lock, so they follow the queue's order.
+    pub fn admit(&self, rec: &Arc<TaskRecord>) -> Admission {
         let mut s = lock(&self.slots);
         if s.running < self.max_concurrent {
             s.running += 1;
+            self.mark_started(rec);
             return Admission::Now;
         }
         let (tx, rx) = oneshot::channel();
-        s.waiting.push_back(tx);
+        s.waiting.push_back((rec.clone(), tx));
+        let position = s.waiting.len() as u32;
+        self.events.emit(Event::TaskQueued {
+            task_id: rec.id.clone(),
+            description: rec.description.clone(),
+            subagent_type: rec.kind.name.clone(),
+            position,
+        });
         Admission::Queued {
-            position: s.waiting.len() as u32,
+            position,
             ready: rx,
         }
     }
 
-    /// Frees a slot and hands it to the first waiter still waiting.
+    /// Frees a slot and hands it to the first waiter still waiting. The waiter is marked
+    /// started here, under the lock, so `task_started` events come in queue order however
+    /// the waiters' tasks are scheduled.
     pub fn release(&self) {
         let mut s = lock(&self.slots);
         s.running = s.running.saturating_sub(1);
-        while s.running < self.max_concurrent {
-            let Some(tx) = s.waiting.pop_front() else {
+        // A stopped run starts nothing: its waiters cancel themselves.
+        while s.running < self.max_concurrent && !self.shared.control.cancel.is_cancelled() {
+            let Some((rec, tx)) = s.waiting.pop_front() else {
                 break;
             };
+            // A task cancelled while queued has its terminal state already: skip it.
+            if !self.mark_started(&rec) {
+                continue;
+            }
             if tx.send(()).is_ok() {
                 s.running += 1;
             }
         }
+    }
+
+    /// Pending → running, with its `task_started` event. False if the task already ended.
+    fn mark_started(&self, rec: &TaskRecord) -> bool {
+        if !rec.state.start() {
+            return false;
+        }
+        *lock(&rec.started) = Some(Instant::now());
+        self.events.emit(Event::TaskStarted {
+            task_id: rec.id.clone(),
+            description: rec.description.clone(),
+            subagent_type: rec.kind.name.clone(),
+            model: rec.kind.model.clone(),
+            max_turns: rec.kind.max_turns,
+            timeout_seconds: rec.kind.timeout_seconds,
+        });
+        true
     }
 
     pub fn counts(&self) -> TaskCounts {

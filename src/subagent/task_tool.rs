@@ -3,11 +3,11 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::scheduler::{lock, Admission, Scheduler, TaskRecord};
+use super::scheduler::{Admission, Scheduler, TaskRecord};
 use super::state::TaskState;
 use super::{prompts, LEAD_ONLY_TOOLS};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
@@ -105,36 +105,9 @@ impl TaskTool {
             s.events.emit(Event::warning("task_limit", msg.clone()));
             return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
         };
-        let admission = s.admit();
-        match &admission {
-            Admission::Now => {
-                mark_started(s, &rec);
-            }
-            Admission::Queued { position, .. } => s.events.emit(Event::TaskQueued {
-                task_id: rec.id.clone(),
-                description: rec.description.clone(),
-                subagent_type: rec.kind.name.clone(),
-                position: *position,
-            }),
-        }
+        let admission = s.admit(&rec);
         Ok((rec, admission))
     }
-}
-
-fn mark_started(s: &Scheduler, rec: &TaskRecord) -> bool {
-    if !rec.state.start() {
-        return false;
-    }
-    *lock(&rec.started) = Some(Instant::now());
-    s.events.emit(Event::TaskStarted {
-        task_id: rec.id.clone(),
-        description: rec.description.clone(),
-        subagent_type: rec.kind.name.clone(),
-        model: rec.kind.model.clone(),
-        max_turns: rec.kind.max_turns,
-        timeout_seconds: rec.kind.timeout_seconds,
-    });
-    true
 }
 
 /// Waits for a slot if needed, runs the sub-agent, emits its terminal event and frees the slot.
@@ -151,8 +124,9 @@ async fn run_task(s: Arc<Scheduler>, rec: Arc<TaskRecord>, admission: Admission)
                 return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
             }
             r = &mut ready => {
-                if r.is_err() || !mark_started(&s, &rec) {
-                    s.release();
+                // The scheduler marked the task started when it handed the slot over; an
+                // error means the queue was dropped without handing one.
+                if r.is_err() {
                     return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
                 }
             }
