@@ -274,36 +274,33 @@ impl EventWriter {
     }
 }
 
+/// `run_completed` is the stream's last line: the writer stops after it, without waiting
+/// for every sender to go away (a sub-agent abandoned mid-tool may still hold one).
+fn is_last(env: &Envelope) -> bool {
+    matches!(env.event, Event::RunCompleted { .. })
+}
+
 fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() + Send + Sync)) {
     let stdout = std::io::stdout();
     let mut seq: u64 = 0;
     let mut closed = false;
     for env in rx {
-        if closed {
-            if is_last(&env) {
-                break;
+        let last = is_last(&env);
+        if !closed {
+            let line = stamp(&env, seq, run_id);
+            seq += 1;
+            let mut out = stdout.lock();
+            let ok = out.write_all(line.as_bytes()).and_then(|_| out.flush());
+            if ok.is_err() {
+                // EPIPE (or any write failure): stop writing, tell the run, keep draining.
+                closed = true;
+                on_closed();
             }
-            continue;
         }
-        let line = stamp(&env, seq, run_id);
-        seq += 1;
-        let mut out = stdout.lock();
-        let ok = out.write_all(line.as_bytes()).and_then(|_| out.flush());
-        if ok.is_err() {
-            // EPIPE (or any write failure): stop writing, tell the run, keep draining.
-            closed = true;
-            on_closed();
-        }
-        if is_last(&env) {
+        if last {
             break;
         }
     }
-}
-
-/// `run_completed` is the last line: the writer stops there, without waiting for every
-/// sink clone (a sub-agent's, a timer's) to be dropped.
-fn is_last(env: &Envelope) -> bool {
-    matches!(env.event, Event::RunCompleted { .. })
 }
 
 /// One NDJSON line: `type`, `seq`, `ts`, `run_id`, then `task_id` and the event's fields.

@@ -1,6 +1,7 @@
 //! The run's stop switch: a cancellation token plus the first reason it was pulled.
 
 use std::sync::Mutex;
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -9,7 +10,7 @@ use crate::outcome::StopCause;
 #[derive(Default)]
 pub struct RunControl {
     pub cancel: CancellationToken,
-    cause: Mutex<Option<StopCause>>,
+    cause: Mutex<Option<(StopCause, Instant)>>,
     timeout_seconds: Option<f64>,
 }
 
@@ -27,7 +28,7 @@ impl RunControl {
         let mut g = self.cause.lock().unwrap_or_else(|p| p.into_inner());
         let first = g.is_none();
         if first {
-            *g = Some(cause);
+            *g = Some((cause, Instant::now()));
         }
         drop(g);
         self.cancel.cancel();
@@ -35,6 +36,11 @@ impl RunControl {
     }
 
     pub fn cause(&self) -> Option<StopCause> {
+        self.stopped().map(|(c, _)| c)
+    }
+
+    /// The first cause and when it was set.
+    pub fn stopped(&self) -> Option<(StopCause, Instant)> {
         *self.cause.lock().unwrap_or_else(|p| p.into_inner())
     }
 

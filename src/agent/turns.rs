@@ -45,6 +45,8 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             .turns
             .store(turn as u32, std::sync::atomic::Ordering::SeqCst);
         let budget_hit = account(agent, shared, &resp);
+        #[cfg(debug_assertions)]
+        debug_panic(&agent.caller);
         let text = resp.text.clone().filter(|t| !t.trim().is_empty());
         if text.is_some() {
             last_text = text.clone();
@@ -116,6 +118,16 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         if let Some((question, options)) = clarify {
             return AgentEnd::Clarify { question, options };
         }
+    }
+}
+
+/// Test hook, debug builds only: `DEERFLOW_DEBUG_PANIC=lead` (or `subagent:TYPE`) makes
+/// that agent panic after a model response, so tests can prove that a panic inside the run
+/// still ends with `run_completed` (no production code path is known to panic).
+#[cfg(debug_assertions)]
+fn debug_panic(caller: &str) {
+    if std::env::var("DEERFLOW_DEBUG_PANIC").is_ok_and(|v| v == caller) {
+        panic!("DEERFLOW_DEBUG_PANIC={caller}");
     }
 }
 

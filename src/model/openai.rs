@@ -483,6 +483,63 @@ mod tests {
         }
     }
 
+    /// Any split of a real llama-server stream into chunks (LF or CRLF line endings)
+    /// assembles into the same response as the whole stream.
+    #[test]
+    fn any_chunking_of_a_capture_assembles_the_same() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        macro_rules! capture {
+            ($name:literal) => {
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../shared/fixtures/llama-server/",
+                    $name
+                ))
+            };
+        }
+        let captures = [
+            capture!("toolcall_args_stream.sse.txt"),
+            capture!("toolcall_echo_stream.sse.txt"),
+            capture!("chat_stream_usage.sse.txt"),
+            capture!("chat_stream_nousage.sse.txt"),
+            capture!("tool_result_followup.sse.txt"),
+        ];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let wholes: Vec<ModelResponse> = captures
+            .iter()
+            .map(|c| rt.block_on(parse(c)).unwrap())
+            .collect();
+        let strategy = (
+            0..captures.len(),
+            any::<bool>(),
+            proptest::collection::vec(any::<proptest::sample::Index>(), 0..64),
+        );
+        let mut runner = TestRunner::new(Config {
+            cases: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        runner
+            .run(&strategy, |(which, crlf, cuts)| {
+                let text = if crlf {
+                    captures[which].replace('\n', "\r\n")
+                } else {
+                    captures[which].to_string()
+                };
+                let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(text.len() + 1)).collect();
+                cuts.sort_unstable();
+                let got = rt.block_on(parse_cut(&text, &cuts));
+                prop_assert_eq!(got.as_ref(), Ok(&wholes[which]), "cuts {:?}", cuts);
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn crlf_line_endings_split_anywhere() {
         let text = ARGS.replace('\n', "\r\n");

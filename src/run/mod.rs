@@ -25,6 +25,8 @@ use crate::usage::Ledger;
 /// After the run is told to stop, how long the lead may take to wind down before it is
 /// abandoned (the whole stop must finish within 2 s).
 const WIND_DOWN: Duration = Duration::from_millis(1300);
+/// A signal's whole stop, from the signal to the exit, with a margin under §8's 2 s.
+const SIGNAL_STOP: Duration = Duration::from_millis(1800);
 
 /// Runs `spec` to completion and returns the process exit code.
 pub async fn execute(spec: RunSpec) -> i32 {
@@ -33,12 +35,14 @@ pub async fn execute(spec: RunSpec) -> i32 {
     let started = Instant::now();
     let control = Arc::new(RunControl::new(spec.timeout_seconds));
     let stdout_closed = Arc::new(AtomicBool::new(false));
+    // Handlers first: a consumer that signals as soon as it sees `run_started` must get
+    // `run_completed`, not the default disposition.
+    signals::watch(control.clone(), spec.workspace.clone());
     let (events, writer) = start_writer(output_for(&spec, &run_id, &control, &stdout_closed));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(code, message.clone()));
     }
-    signals::watch(control.clone(), spec.workspace.clone());
     if let Some(t) = spec.timeout_seconds {
         let c = control.clone();
         tokio::spawn(async move {
@@ -77,7 +81,7 @@ pub async fn execute(spec: RunSpec) -> i32 {
         artifacts: artifacts.lock().map(|a| a.clone()).unwrap_or_default(),
     });
     drop(events);
-    let drained = writer.finish(Duration::from_secs(2));
+    let drained = writer.finish(drain_deadline(&control));
     finish_outputs(&spec, status, final_message.as_deref());
     if stdout_closed.load(Ordering::SeqCst)
         || (!drained && control.cause() == Some(StopCause::StdoutClosed))
@@ -85,6 +89,17 @@ pub async fn execute(spec: RunSpec) -> i32 {
         code = EXIT_SIGPIPE;
     }
     code
+}
+
+/// How long the writer may take to drain: 2 s, but a signal's whole stop must fit in 2 s
+/// (contract §8), so then only what is left of that (a stalled reader loses the tail).
+fn drain_deadline(control: &RunControl) -> Duration {
+    match control.stopped() {
+        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) => {
+            (at + SIGNAL_STOP).saturating_duration_since(Instant::now())
+        }
+        _ => Duration::from_secs(2),
+    }
 }
 
 fn output_for(

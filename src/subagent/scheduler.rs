@@ -63,8 +63,8 @@ pub struct Scheduler {
 /// Whether a task may run now or has to wait for a slot.
 pub enum Admission {
     Now,
-    /// Resolves when the task has been handed a slot (and started).
     Queued {
+        position: u32,
         ready: oneshot::Receiver<()>,
     },
 }
@@ -152,43 +152,53 @@ impl Scheduler {
         id
     }
 
-    /// Takes a running slot now (the task is started), or joins the queue (`task_queued`).
-    /// Both happen under the slots lock, so events come out in hand-off order.
+    /// Takes a running slot now (`task_started`), or joins the queue (`task_queued`). Both
+    /// events are emitted under the slots lock, so they follow the queue's order.
     pub fn admit(&self, rec: &Arc<TaskRecord>) -> Admission {
-        let mut slots = lock(&self.slots);
-        if slots.running < self.max_concurrent {
-            slots.running += 1;
-            self.start(rec);
+        let mut s = lock(&self.slots);
+        if s.running < self.max_concurrent {
+            s.running += 1;
+            self.mark_started(rec);
             return Admission::Now;
         }
         let (tx, rx) = oneshot::channel();
-        slots.waiting.push_back((rec.clone(), tx));
+        s.waiting.push_back((rec.clone(), tx));
+        let position = s.waiting.len() as u32;
         self.events.emit(Event::TaskQueued {
             task_id: rec.id.clone(),
             description: rec.description.clone(),
             subagent_type: rec.kind.name.clone(),
-            position: slots.waiting.len() as u32,
+            position,
         });
-        Admission::Queued { ready: rx }
+        Admission::Queued {
+            position,
+            ready: rx,
+        }
     }
 
-    /// Frees a slot and hands it to the first waiter still waiting, unless the run is
-    /// stopping: then nothing new starts.
+    /// Frees a slot and hands it to the first waiter still waiting. The waiter is marked
+    /// started here, under the lock, so `task_started` events come in queue order however
+    /// the waiters' tasks are scheduled.
     pub fn release(&self) {
-        let mut slots = lock(&self.slots);
-        slots.running = slots.running.saturating_sub(1);
-        while slots.running < self.max_concurrent && !self.shared.control.cancel.is_cancelled() {
-            let Some((rec, tx)) = slots.waiting.pop_front() else {
+        let mut s = lock(&self.slots);
+        s.running = s.running.saturating_sub(1);
+        // A stopped run starts nothing: its waiters cancel themselves.
+        while s.running < self.max_concurrent && !self.shared.control.cancel.is_cancelled() {
+            let Some((rec, tx)) = s.waiting.pop_front() else {
                 break;
             };
-            if self.start(&rec) && tx.send(()).is_ok() {
-                slots.running += 1;
+            // A task cancelled while queued has its terminal state already: skip it.
+            if !self.mark_started(&rec) {
+                continue;
+            }
+            if tx.send(()).is_ok() {
+                s.running += 1;
             }
         }
     }
 
-    /// Pending → running, with its `task_started`. False when the task already ended.
-    fn start(&self, rec: &TaskRecord) -> bool {
+    /// Pending → running, with its `task_started` event. False if the task already ended.
+    fn mark_started(&self, rec: &TaskRecord) -> bool {
         if !rec.state.start() {
             return false;
         }

@@ -113,7 +113,7 @@ impl TaskTool {
 /// Waits for a slot if needed, runs the sub-agent, emits its terminal event and frees the slot.
 async fn run_task(s: Arc<Scheduler>, rec: Arc<TaskRecord>, admission: Admission) -> ToolOutput {
     let run_cancel = s.shared.control.cancel.clone();
-    if let Admission::Queued { mut ready } = admission {
+    if let Admission::Queued { mut ready, .. } = admission {
         tokio::select! {
             biased;
             _ = run_cancel.cancelled() => {
@@ -124,6 +124,8 @@ async fn run_task(s: Arc<Scheduler>, rec: Arc<TaskRecord>, admission: Admission)
                 return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
             }
             r = &mut ready => {
+                // The scheduler marked the task started when it handed the slot over; an
+                // error means the queue was dropped without handing one.
                 if r.is_err() {
                     return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
                 }

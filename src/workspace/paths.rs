@@ -301,6 +301,129 @@ mod tests {
         assert_eq!(w.display_path(w.skills_root().unwrap()), "/mnt/skills");
     }
 
+    /// Symlinks in and out of a workspace, a skills root beside it, and generated paths made
+    /// of `..`, `.`, names, links, absolute and virtual prefixes: whatever `resolve` accepts
+    /// lies under the workspace root or the skills root, checked by the kernel's own
+    /// resolution (`canonicalize`) of the result or of its deepest existing ancestor.
+    #[test]
+    fn every_accepted_path_stays_inside_the_roots() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let r = ws.path();
+        std::fs::create_dir_all(r.join("sub/deep")).unwrap();
+        std::fs::write(r.join("sub/a.txt"), "a").unwrap();
+        std::fs::create_dir_all(other.path().join("skills/demo")).unwrap();
+        std::fs::write(other.path().join("skills/demo/SKILL.md"), "x").unwrap();
+        std::fs::create_dir_all(other.path().join("outside/inner")).unwrap();
+        symlink(r.join("sub/deep"), r.join("link_in")).unwrap();
+        symlink("sub", r.join("link_rel_in")).unwrap();
+        symlink(other.path().join("outside"), r.join("link_out")).unwrap();
+        symlink("../..", r.join("sub/link_up")).unwrap();
+        symlink("/etc", r.join("link_etc")).unwrap();
+        symlink(other.path().join("outside/new"), r.join("dangling_out")).unwrap();
+        symlink("sub/new", r.join("dangling_in")).unwrap();
+        symlink("loop_b", r.join("loop_a")).unwrap();
+        symlink("loop_a", r.join("loop_b")).unwrap();
+        symlink(other.path().join("outside"), r.join("outputs")).unwrap();
+        symlink(r, other.path().join("skills/back_to_ws")).unwrap();
+        symlink(other.path().join("skills"), r.join("link_skills")).unwrap();
+        symlink(other.path(), other.path().join("skills/escape")).unwrap();
+        let w = Workspace::new(r, Some(&other.path().join("skills"))).unwrap();
+        let root = w.root().to_path_buf();
+        let skills = w.skills_root().unwrap().to_path_buf();
+
+        let prefixes: Vec<String> = vec![
+            String::new(),
+            "/".into(),
+            "/etc/".into(),
+            format!("{}/", root.display()),
+            format!("{}/", r.display()),
+            format!("{}/", other.path().display()),
+            "/mnt/user-data/workspace/".into(),
+            "/mnt/user-data/outputs/".into(),
+            "/mnt/user-data/uploads/".into(),
+            "/mnt/skills/".into(),
+            "/mnt/".into(),
+        ];
+        let segment = prop_oneof![
+            Just(".."),
+            Just("."),
+            Just(""),
+            Just("sub"),
+            Just("deep"),
+            Just("a.txt"),
+            Just("new"),
+            Just("demo"),
+            Just("link_in"),
+            Just("link_rel_in"),
+            Just("link_out"),
+            Just("link_up"),
+            Just("link_etc"),
+            Just("dangling_out"),
+            Just("dangling_in"),
+            Just("loop_a"),
+            Just("outputs"),
+            Just("back_to_ws"),
+            Just("link_skills"),
+            Just("escape"),
+            Just("inner"),
+            Just("passwd"),
+        ];
+        let strategy = (
+            0..prefixes.len(),
+            proptest::collection::vec(segment, 0..7),
+            any::<bool>(),
+        );
+        let inside = |p: &Path| -> bool {
+            // The kernel's view: canonicalize the result, or its deepest existing ancestor.
+            let mut probe = p;
+            loop {
+                if let Ok(c) = probe.canonicalize() {
+                    return c.starts_with(&root) || c.starts_with(&skills);
+                }
+                match probe.parent() {
+                    Some(parent) => probe = parent,
+                    None => return false,
+                }
+            }
+        };
+        let mut runner = TestRunner::new(Config {
+            cases: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let (accepted, refused) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        runner
+            .run(&strategy, |(prefix, segments, write)| {
+                let path = format!("{}{}", prefixes[prefix], segments.join("/"));
+                let access = if write { Access::Write } else { Access::Read };
+                let got = w.resolve(&path, access);
+                let counter = if got.is_ok() { &accepted } else { &refused };
+                counter.set(counter.get() + 1);
+                if let Ok(got) = got {
+                    prop_assert!(got.is_absolute(), "{path:?} -> {got:?}");
+                    prop_assert!(
+                        got.starts_with(&root) || got.starts_with(&skills),
+                        "{path:?} -> {got:?}"
+                    );
+                    prop_assert!(inside(&got), "{path:?} -> {got:?} escapes");
+                    if write {
+                        prop_assert!(got.starts_with(&root), "{path:?} -> {got:?} written");
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Not vacuous: the generator reaches both sides.
+        assert!(
+            accepted.get() > 20 && refused.get() > 20,
+            "{accepted:?} {refused:?}"
+        );
+    }
+
     #[test]
     fn normalize_is_lexical() {
         assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
