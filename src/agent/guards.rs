@@ -164,12 +164,12 @@ pub struct Budget {
     warned: AtomicBool,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum BudgetCheck {
-    Fine,
-    /// 80% reached for the first time.
-    Warn,
-    Exceeded,
+/// What a response did to the budget.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct BudgetCheck {
+    /// 80% is reached for the first time (also when one response jumps past 100%).
+    pub warn: bool,
+    pub exceeded: bool,
 }
 
 impl Budget {
@@ -184,22 +184,17 @@ impl Budget {
         self.max
     }
 
-    /// Checks the run's total after a response. `Warn` is returned once.
+    /// Checks the run's total after a response; `warn` is set once per run.
     pub fn check(&self, total: u64) -> BudgetCheck {
         let Some(max) = self.max else {
-            return BudgetCheck::Fine;
+            return BudgetCheck::default();
         };
-        if total >= max {
-            return BudgetCheck::Exceeded;
+        let warn = total.saturating_mul(5) >= max.saturating_mul(4)
+            && !self.warned.swap(true, Ordering::SeqCst);
+        BudgetCheck {
+            warn,
+            exceeded: total >= max,
         }
-        if total * 5 >= max * 4 && !self.warned.swap(true, Ordering::SeqCst) {
-            return BudgetCheck::Warn;
-        }
-        BudgetCheck::Fine
-    }
-
-    pub fn exceeded(&self, total: u64) -> bool {
-        self.max.is_some_and(|m| total >= m)
     }
 }
 
@@ -296,10 +291,13 @@ mod tests {
     #[test]
     fn budget_warns_once_then_exceeds() {
         let b = Budget::new(Some(100));
-        assert_eq!(b.check(79), BudgetCheck::Fine);
-        assert_eq!(b.check(80), BudgetCheck::Warn);
-        assert_eq!(b.check(90), BudgetCheck::Fine);
-        assert_eq!(b.check(100), BudgetCheck::Exceeded);
-        assert_eq!(Budget::new(None).check(u64::MAX), BudgetCheck::Fine);
+        let check = |warn, exceeded| BudgetCheck { warn, exceeded };
+        assert_eq!(b.check(79), check(false, false));
+        assert_eq!(b.check(80), check(true, false));
+        assert_eq!(b.check(90), check(false, false));
+        assert_eq!(b.check(100), check(false, true));
+        assert_eq!(Budget::new(None).check(u64::MAX), check(false, false));
+        let jump = Budget::new(Some(100));
+        assert_eq!(jump.check(150), check(true, true));
     }
 }

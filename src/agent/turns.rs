@@ -6,7 +6,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
-use super::guards::{BudgetCheck, LoopDetector, LoopVerdict};
+use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::Event;
 use crate::model::{
@@ -187,25 +187,20 @@ fn account(agent: &Agent, shared: &RunShared, resp: &ModelResponse) -> bool {
     let total = shared
         .ledger
         .record(matches!(agent.id, AgentId::Lead), &agent.model_name, u);
-    match shared.budget.check(total) {
-        BudgetCheck::Fine => false,
-        BudgetCheck::Warn => {
-            let max = shared.budget.max().unwrap_or(0);
-            agent.events.emit(Event::warning(
-                "budget",
-                format!("{total} of {max} budgeted tokens spent (80% or more)"),
-            ));
-            false
-        }
-        BudgetCheck::Exceeded => {
-            // No new model call may start anywhere in the run; only the lead's own final
-            // answer may still complete it, which the lead's loop decides.
-            if !matches!(agent.id, AgentId::Lead) {
-                shared.control.stop(crate::outcome::StopCause::Budget);
-            }
-            true
-        }
+    let check = shared.budget.check(total);
+    if check.warn {
+        let max = shared.budget.max().unwrap_or(0);
+        agent.events.emit(Event::warning(
+            "budget",
+            format!("{total} of {max} budgeted tokens spent (80% or more)"),
+        ));
     }
+    // No new model call may start anywhere in the run; only the lead's own final answer may
+    // still complete it, which the lead's loop decides.
+    if check.exceeded && !matches!(agent.id, AgentId::Lead) {
+        shared.control.stop(crate::outcome::StopCause::Budget);
+    }
+    check.exceeded
 }
 
 /// Runs one response's tool calls concurrently; results come back in call order.

@@ -60,6 +60,8 @@ async fn a_lead_response_reaching_the_budget_drops_its_tool_calls_and_exits_8() 
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(calls[0]["arguments"]["path"], ".");
     assert!(out.of_type("task_started").is_empty());
+    // 60% then 100% in one step: the one budget warning still comes, with the crossing.
+    assert_eq!(warnings(&out, "budget").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
