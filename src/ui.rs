@@ -7,6 +7,9 @@ use std::sync::Arc;
 use crate::events::{Envelope, Event, Renderer};
 
 pub struct HumanView {
+    /// The lead's latest text, shown once a tool call follows it (so the final answer,
+    /// which goes to stdout, is not also shown as progress).
+    pending_text: Option<String>,
     progress: bool,
     quiet: bool,
     color: bool,
@@ -147,7 +150,11 @@ impl Renderer for HumanView {
                 ));
             }
             e @ Event::RunCompleted { .. } => self.completed(e),
+            Event::Message { text, .. } => self.pending_text = Some(text.clone()),
             _ if self.progress => {
+                if let Some(t) = self.pending_text.take() {
+                    self.err_line(&format!("  {}", short(&t, 160)));
+                }
                 if let Some(l) = self.progress_line(env) {
                     self.err_line(&l);
                 }
