@@ -20,6 +20,7 @@ impl HumanView {
     pub fn new(quiet: bool, color: bool, on_closed: Arc<dyn Fn() + Send + Sync>) -> Self {
         let progress = !quiet && std::io::stderr().is_terminal();
         Self {
+            pending_text: None,
             progress,
             quiet,
             color,
