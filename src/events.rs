@@ -43,6 +43,7 @@ pub enum Event {
         max_concurrent: u32,
         max_tasks: u32,
         max_turns: u32,
+        #[serde(serialize_with = "opt_seconds")]
         timeout_seconds: Option<f64>,
         workspace: String,
         subagents_enabled: bool,
@@ -77,6 +78,7 @@ pub enum Event {
         subagent_type: String,
         model: String,
         max_turns: u32,
+        #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
     },
     TaskRunning {
@@ -104,6 +106,7 @@ pub enum Event {
     TaskTimedOut {
         task_id: String,
         error: String,
+        #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
         usage: UsageTotals,
         duration_ms: u64,
@@ -145,6 +148,22 @@ pub enum Event {
         tasks: TaskCounts,
         artifacts: Vec<String>,
     },
+}
+
+/// Whole seconds print as integers (`1800`, like the error texts say), others as floats.
+fn seconds<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+fn opt_seconds<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => seconds(v, s),
+        None => s.serialize_none(),
+    }
 }
 
 impl Event {

@@ -137,8 +137,9 @@ impl HumanView {
 impl Renderer for HumanView {
     fn render(&mut self, env: &Envelope) {
         match &env.event {
+            // Warnings are logs: one line, prefixed with the trace id.
             Event::Warning { message, code, .. } => {
-                self.err_line(&self.paint("33", &format!("warning: {message} [{code}]")))
+                crate::logging::warn(&format!("{message} [{code}]"))
             }
             Event::ClarificationRequested { question, options } => {
                 let opts = if options.is_empty() {

@@ -1,6 +1,7 @@
 //! The turn loop: model call → tool calls → results back → … until a final answer, a
 //! limit, an error or cancellation.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use futures_util::future::join_all;
@@ -22,6 +23,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
     let mut last_text: Option<String> = None;
     let tool_specs: Vec<_> = agent.tools.iter().map(|t| t.spec()).collect();
     let mut turn = 0usize;
+    let mut seen_ids = HashSet::new();
     loop {
         if agent.tool_ctx.cancel.is_cancelled() {
             return AgentEnd::Cancelled;
@@ -34,16 +36,17 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             agent: agent.id.clone(),
             turn,
         };
-        let resp = match call_model(agent, &req).await {
-            Ok(r) => r,
-            Err(ModelError::Cancelled) => return AgentEnd::Cancelled,
-            Err(e) => return AgentEnd::Failed(e.to_string()),
-        };
+        // Turns count model calls, a call that fails included.
         turn += 1;
         agent
             .progress
             .turns
             .store(turn as u32, std::sync::atomic::Ordering::SeqCst);
+        let resp = match call_model(agent, &req).await {
+            Ok(r) => r,
+            Err(ModelError::Cancelled) => return AgentEnd::Cancelled,
+            Err(e) => return AgentEnd::Failed(e.to_string()),
+        };
         let budget_hit = account(agent, shared, &resp);
         #[cfg(debug_assertions)]
         debug_panic(&agent.caller);
@@ -52,6 +55,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             last_text = text.clone();
         }
         let mut calls = resp.tool_calls;
+        unique_ids(&mut calls, &mut seen_ids, turn);
         if force_final || calls.is_empty() {
             agent.observer.assistant(text.as_deref(), &[]);
             let stop_reason = force_final.then_some("loop_capped");
@@ -128,6 +132,27 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
 fn debug_panic(caller: &str) {
     if std::env::var("DEERFLOW_DEBUG_PANIC").is_ok_and(|v| v == caller) {
         panic!("DEERFLOW_DEBUG_PANIC={caller}");
+    }
+}
+
+/// Gives every call an id unique in this agent's transcript: a repeated id gets a `-2`,
+/// `-3`, … suffix and a missing one `call_<turn>_<n>`, so `tool_call`, `tool_result`, the
+/// task id and the provider's transcript all agree.
+fn unique_ids(calls: &mut [ToolCall], seen: &mut HashSet<String>, turn: usize) {
+    for (i, c) in calls.iter_mut().enumerate() {
+        let base = if c.id.trim().is_empty() {
+            format!("call_{turn}_{}", i + 1)
+        } else {
+            c.id.clone()
+        };
+        let mut id = base.clone();
+        let mut k = 2;
+        while seen.contains(&id) {
+            id = format!("{base}-{k}");
+            k += 1;
+        }
+        seen.insert(id.clone());
+        c.id = id;
     }
 }
 

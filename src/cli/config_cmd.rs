@@ -50,15 +50,22 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
         let printed = print(&serde_json::to_string_pretty(&v).unwrap_or_default());
         return if printed == EXIT_OK { code } else { printed };
     }
+    // A failed check is one line on stderr like every other configuration error (§1),
+    // listing every problem; warnings are printed only when nothing is wrong.
+    if !report.problems.is_empty() {
+        let n = report.problems.len();
+        let list = report.problems.join("; ");
+        let head = if n == 1 {
+            String::new()
+        } else {
+            format!("{n} problems: ")
+        };
+        eprintln!("deerflow: config error: {head}{}", list.replace('\n', " "));
+        return code;
+    }
     for w in &report.warnings {
         eprintln!("deerflow: warning: {w}");
     }
-    for p in &report.problems {
-        eprintln!("deerflow: config error: {p}");
-    }
-    if code == EXIT_OK {
-        let from = source.unwrap_or_else(|| "built-in defaults (no config file found)".into());
-        return print(&format!("config ok: {from}"));
-    }
-    code
+    let from = source.unwrap_or_else(|| "built-in defaults (no config file found)".into());
+    print(&format!("config ok: {from}"))
 }

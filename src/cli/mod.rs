@@ -50,8 +50,14 @@ fn clap_error(e: clap::Error) -> i32 {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("invalid usage");
-            let msg = first.trim().trim_start_matches("error: ");
-            usage_error(msg)
+            let mut msg = first.trim().trim_start_matches("error: ").to_string();
+            // Keep clap's hints (possible values, tips) on the same line.
+            for hint in rendered.lines().skip(1).map(str::trim) {
+                if hint.starts_with("[possible values") || hint.starts_with("tip:") {
+                    msg.push_str(&format!(" {hint}"));
+                }
+            }
+            usage_error(&msg)
         }
     }
 }

@@ -45,12 +45,13 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     let cwd = std::env::current_dir()
         .map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
     let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
+    // Usage errors outrank configuration errors (§4), so the prompt is checked first.
+    let prompt = read_prompt(&args)?;
     let loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
         cwd: cwd.clone(),
     })?;
-    let prompt = read_prompt(&args)?;
     let cfg = &loaded.config;
     let max_concurrent = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent);
     let max_tasks = args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run);

@@ -60,9 +60,14 @@ pub fn effective_types(
     for b in BUILT_INS.iter().filter(|b| !b.needs_bash || inp.allow_bash) {
         types.push(layer(built_in(b, cfg, inp.lead_model), cfg, inp));
     }
+    let mut warnings = Vec::new();
     for (name, c) in &cfg.custom_agents {
-        if types.iter().any(|t: &SubagentType| &t.name == name) {
-            continue; // a custom type cannot replace a built-in
+        if BUILT_INS.iter().any(|b| b.name == name) {
+            warnings.push(format!(
+                "subagents.custom_agents.{name} uses a built-in type's name and is ignored; \
+                 change a built-in under subagents.agents.{name}"
+            ));
+            continue;
         }
         let own = SubagentType {
             name: name.clone(),
@@ -78,14 +83,14 @@ pub fn effective_types(
         };
         types.push(layer(own, cfg, inp));
     }
-    let warnings = cfg
-        .agents
-        .keys()
-        .filter(|k| {
-            !types.iter().any(|t| &t.name == *k) && (k.as_str() != "bash" || inp.allow_bash)
-        })
-        .map(|k| format!("subagents.agents.{k} names no sub-agent type; it is ignored"))
-        .collect();
+    warnings.extend(
+        cfg.agents
+            .keys()
+            .filter(|k| {
+                !types.iter().any(|t| &t.name == *k) && (k.as_str() != "bash" || inp.allow_bash)
+            })
+            .map(|k| format!("subagents.agents.{k} names no sub-agent type; it is ignored")),
+    );
     (types, warnings)
 }
 

@@ -87,9 +87,12 @@ impl TaskTool {
         ctx: &ToolContext,
     ) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
         let s = &self.scheduler;
-        let description = arg_str(args, "description")?.trim().to_string();
-        let prompt = arg_str(args, "prompt")?.to_string();
-        let kind = arg_str(args, "subagent_type")?;
+        let arg = |key| {
+            arg_str(args, key).map_err(|e| ToolOutput::error(format!("Task failed. {}", e.text)))
+        };
+        let description = arg("description")?.trim().to_string();
+        let prompt = arg("prompt")?.to_string();
+        let kind = arg("subagent_type")?;
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");
             let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");

@@ -729,3 +729,71 @@ async fn float_durations_and_vars_in_ignored_sections() {
     let list: Vec<Value> = serde_json::from_str(&agents.stdout).unwrap();
     assert_eq!(list[0]["timeout_seconds"], 12.5);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_lists_every_problem_on_one_line() {
+    let dir = workspace();
+    let cfg = write(
+        dir.path(),
+        "bad.yaml",
+        "subagents: {timeout_seconds: abc}\nsandbox: {use: other:Provider}\n",
+    );
+    let out = deerflow(["-c", s(&cfg), "config", "check"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    let line = config_error(&out);
+    assert_has(
+        &line,
+        &[
+            "3 problems",
+            "subagents.timeout_seconds",
+            "subagents.max_concurrent",
+            "sandbox.use",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_prompt_outranks_a_broken_config() {
+    let dir = workspace();
+    let cfg = write(dir.path(), "bad.yaml", "models: 5\n");
+    let out = deerflow(["-c", s(&cfg), "run", "--json"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1);
+    let empty = deerflow(["-c", s(&cfg), "run", ""])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(empty.code, 2, "{}", empty.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_agent_cannot_take_a_built_in_name() {
+    let dir = workspace();
+    let c = answer(dir.path(), "ok");
+    write(
+        dir.path(),
+        "deerflow.yaml",
+        "subagents:\n  custom_agents:\n    bash: {description: d, system_prompt: p}\n    general-purpose: {description: d, system_prompt: p}\n",
+    );
+    let m = format!("replay:{}", s(&c));
+    let out = deerflow(["run", "--json", "-m", &m, "hi"])
+        .cwd(dir.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.first("run_started")["subagent_types"],
+        json!(["general-purpose"])
+    );
+    let ignored: Vec<_> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["message"].as_str().unwrap().contains("built-in"))
+        .collect();
+    assert_eq!(ignored.len(), 2, "{:?}", out.of_type("warning"));
+}

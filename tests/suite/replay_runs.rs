@@ -257,6 +257,8 @@ async fn scripted_provider_error_fails_the_run_with_exit_1() {
         err.contains(past.to_str().unwrap()) && err.contains("lead") && err.contains("turn 2"),
         "{err}"
     );
+    // Turns count model calls, the failed one included.
+    assert_eq!(out.completed()["turns"], 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]

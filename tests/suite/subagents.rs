@@ -222,6 +222,20 @@ async fn repeated_tool_call_ids_get_distinct_task_ids() {
         .map(|e| e["task_id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids, ["dup", "dup-2"]);
+    // The lead's own events use the same unique ids, so results pair with their tasks.
+    let calls: Vec<_> = out
+        .of_type("tool_call")
+        .iter()
+        .map(|e| e["call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(calls, ["dup", "dup-2"]);
+    let mut results: Vec<_> = out
+        .of_type("tool_result")
+        .iter()
+        .map(|e| e["call_id"].as_str().unwrap().to_string())
+        .collect();
+    results.sort();
+    assert_eq!(results, ["dup", "dup-2"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -332,4 +346,21 @@ async fn turn_capped_sub_agent_completes_with_its_last_text() {
     assert_eq!(done["stop_reason"], "turn_capped");
     let failed = out.first("task_failed");
     assert_eq!(failed["error"], "Reached max_turns=2");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_call_missing_an_argument_fails_in_the_task_result_format() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [{"name": "task", "arguments": {"description": "x", "subagent_type": "general-purpose"}}]}, {"text": "ok"}]}),
+    );
+    let out = run(&c, ws.path(), &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.first("tool_result")["output"],
+        "Task failed. Error: missing required string argument 'prompt'"
+    );
+    assert_eq!(out.completed()["tasks"]["total"], 0);
 }
