@@ -746,9 +746,9 @@ async fn config_check_lists_every_problem_on_one_line() {
     assert_has(
         &line,
         &[
-            "3 problems",
+            "2 problems",
             "subagents.timeout_seconds",
-            "subagents.max_concurrent",
+            "line 1",
             "sandbox.use",
         ],
     );
