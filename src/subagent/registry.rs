@@ -138,3 +138,156 @@ fn model_name(m: Option<&str>, lead: &str) -> String {
         Some(name) => name.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AgentOverride, CustomAgent};
+
+    fn inputs(allow_bash: bool, timeout_flag: Option<f64>) -> RegistryInputs<'static> {
+        RegistryInputs {
+            allow_bash,
+            timeout_flag,
+            lead_model: "lead-model",
+        }
+    }
+
+    fn custom(model: Option<&str>) -> CustomAgent {
+        CustomAgent {
+            description: "d".into(),
+            system_prompt: "p".into(),
+            tools: Some(vec!["read_file".into()]),
+            disallowed_tools: vec![],
+            skills: Some(vec![]),
+            model: model.map(String::from),
+            max_turns: None,
+            timeout_seconds: None,
+        }
+    }
+
+    fn find<'a>(types: &'a [SubagentType], name: &str) -> &'a SubagentType {
+        types.iter().find(|t| t.name == name).unwrap()
+    }
+
+    #[test]
+    fn built_ins_use_their_own_turns_and_the_global_timeout() {
+        let (types, warnings) = effective_types(&SubagentsConfig::default(), &inputs(true, None));
+        assert!(warnings.is_empty());
+        let gp = find(&types, "general-purpose");
+        assert_eq!(
+            (gp.max_turns, gp.timeout_seconds, gp.model.as_str()),
+            (150, 1800.0, "lead-model")
+        );
+        assert_eq!(gp.tools, None);
+        let bash = find(&types, "bash");
+        assert_eq!(bash.max_turns, 60);
+        assert_eq!(
+            bash.tools.as_deref().unwrap(),
+            ["bash", "ls", "read_file", "write_file", "str_replace"]
+        );
+    }
+
+    #[test]
+    fn bash_exists_only_with_host_bash() {
+        let (types, _) = effective_types(&SubagentsConfig::default(), &inputs(false, None));
+        assert_eq!(
+            types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["general-purpose"]
+        );
+    }
+
+    #[test]
+    fn precedence_flag_then_override_then_global_then_own() {
+        let mut cfg = SubagentsConfig {
+            timeout_seconds: 100.0,
+            max_turns: Some(20),
+            ..Default::default()
+        };
+        // Global defaults beat the built-in's own definition.
+        let (types, _) = effective_types(&cfg, &inputs(true, None));
+        assert_eq!(
+            (
+                find(&types, "bash").max_turns,
+                find(&types, "bash").timeout_seconds
+            ),
+            (20, 100.0)
+        );
+        // The per-type override beats the global defaults.
+        cfg.agents.insert(
+            "bash".into(),
+            AgentOverride {
+                timeout_seconds: Some(30.0),
+                max_turns: Some(5),
+                model: Some("other".into()),
+                skills: Some(vec!["s".into()]),
+            },
+        );
+        let (types, _) = effective_types(&cfg, &inputs(true, None));
+        let bash = find(&types, "bash");
+        assert_eq!(
+            (bash.max_turns, bash.timeout_seconds, bash.model.as_str()),
+            (5, 30.0, "other")
+        );
+        assert_eq!(bash.skills, Some(vec!["s".to_string()]));
+        assert_eq!(find(&types, "general-purpose").timeout_seconds, 100.0);
+        // The flag beats everything.
+        let (types, _) = effective_types(&cfg, &inputs(true, Some(7.0)));
+        assert!(types.iter().all(|t| t.timeout_seconds == 7.0));
+    }
+
+    #[test]
+    fn custom_types_get_their_own_defaults_not_the_global_ones() {
+        let mut cfg = SubagentsConfig {
+            timeout_seconds: 100.0,
+            max_turns: Some(20),
+            ..Default::default()
+        };
+        cfg.custom_agents
+            .insert("reviewer".into(), custom(Some("inherit")));
+        cfg.custom_agents
+            .insert("pinned".into(), custom(Some("fast")));
+        let (types, _) = effective_types(&cfg, &inputs(false, None));
+        let r = find(&types, "reviewer");
+        assert_eq!(
+            (r.source, r.max_turns, r.timeout_seconds, r.model.as_str()),
+            ("custom", 50, 900.0, "lead-model")
+        );
+        assert_eq!(find(&types, "pinned").model, "fast");
+    }
+
+    #[test]
+    fn built_in_definitions_are_never_mutated() {
+        let mut cfg = SubagentsConfig::default();
+        cfg.agents.insert(
+            "general-purpose".into(),
+            AgentOverride {
+                max_turns: Some(1),
+                ..Default::default()
+            },
+        );
+        let (first, _) = effective_types(&cfg, &inputs(false, Some(1.0)));
+        assert_eq!(find(&first, "general-purpose").max_turns, 1);
+        let (again, _) = effective_types(&SubagentsConfig::default(), &inputs(false, None));
+        let gp = find(&again, "general-purpose");
+        assert_eq!((gp.max_turns, gp.timeout_seconds), (150, 1800.0));
+    }
+
+    #[test]
+    fn unknown_override_and_built_in_custom_names_warn() {
+        let mut cfg = SubagentsConfig::default();
+        cfg.agents.insert("nosuch".into(), AgentOverride::default());
+        cfg.agents.insert("bash".into(), AgentOverride::default());
+        cfg.custom_agents
+            .insert("general-purpose".into(), custom(None));
+        let (types, warnings) = effective_types(&cfg, &inputs(false, None));
+        assert_eq!(types.len(), 1);
+        assert_eq!(types[0].source, "built-in");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings
+            .iter()
+            .any(|w| w.contains("subagents.agents.nosuch")));
+        assert!(warnings
+            .iter()
+            .any(|w| w.contains("subagents.custom_agents.general-purpose")));
+    }
+}
