@@ -103,9 +103,11 @@ pub(crate) fn resolve_target(
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ToolOutput> + Send + 'static,
 ) -> Result<T, ToolOutput> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| Err(ToolOutput::error(format!("Error: file operation failed: {e}"))))
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(ToolOutput::error(format!(
+            "Error: file operation failed: {e}"
+        )))
+    })
 }
 
 /// Opens a target beneath its root and makes sure it is a regular file (a FIFO or device would
@@ -124,16 +126,17 @@ fn open_regular(
     };
     let is_dir = || ToolOutput::error(format!("Error: {shown} is a directory{dir_hint}"));
     let not_regular = || ToolOutput::error(format!("Error: {shown} is not a regular file"));
-    let file = beneath::open_beneath(&t.root, &t.rel, mode).map_err(|e| match e.raw_os_error() {
-        _ if beneath::is_escape(&e) => ToolOutput::error(OUTSIDE),
-        Some(libc::ENOENT) if !matches!(mode, OpenMode::Write { .. }) => {
-            ToolOutput::error(format!("Error: file not found: {shown}"))
-        }
-        Some(libc::EISDIR) => is_dir(),
-        // A FIFO without a reader, or a socket.
-        Some(libc::ENXIO) => not_regular(),
-        _ => ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")),
-    })?;
+    let file =
+        beneath::open_beneath(&t.root, &t.rel, mode).map_err(|e| match e.raw_os_error() {
+            _ if beneath::is_escape(&e) => ToolOutput::error(OUTSIDE),
+            Some(libc::ENOENT) if !matches!(mode, OpenMode::Write { .. }) => {
+                ToolOutput::error(format!("Error: file not found: {shown}"))
+            }
+            Some(libc::EISDIR) => is_dir(),
+            // A FIFO without a reader, or a socket.
+            Some(libc::ENXIO) => not_regular(),
+            _ => ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")),
+        })?;
     let meta = file
         .metadata()
         .map_err(|e| ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")))?;
@@ -257,7 +260,8 @@ pub(crate) async fn edit_target(
         let mut file = open_regular(&t, &shown, OpenMode::ReadWrite, READ_DIR_HINT)?;
         let text = read_open(&mut file, &shown)?;
         let updated = edit(&text, &shown)?;
-        let fail = |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
+        let fail =
+            |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
         file.set_len(0).map_err(fail)?;
         file.rewind().map_err(fail)?;
         file.write_all(updated.as_bytes()).map_err(fail)

@@ -271,8 +271,8 @@ fn openat2_beneath(
                 std::mem::size_of::<OpenHow>(),
             )
         };
-        let fd = c_int::try_from(ret)
-            .map_err(|_| io::Error::other("openat2 returned no descriptor"))?;
+        let fd =
+            c_int::try_from(ret).map_err(|_| io::Error::other("openat2 returned no descriptor"))?;
         match owned(fd) {
             Ok(fd) => return Ok(fd),
             Err(e) => {
@@ -466,7 +466,10 @@ pub(crate) mod tests {
             assert_escape(read(&root, "../x", r), "..");
             assert_escape(read(&root, "inside/../inside/real.txt", r), "inner ..");
             assert_escape(read(&root, "/etc/passwd", r), "absolute");
-            assert_escape(create_dirs_beneath_with(&root, Path::new("a/../../b"), r), "mkdir ..");
+            assert_escape(
+                create_dirs_beneath_with(&root, Path::new("a/../../b"), r),
+                "mkdir ..",
+            );
         }
     }
 
@@ -495,10 +498,17 @@ pub(crate) mod tests {
         let (_ws, out, root) = setup();
         symlink("/etc/passwd", root.join("pw")).unwrap();
         symlink(out.path().join("new.txt"), root.join("dangling")).unwrap();
-        symlink("../../../../../../../../etc/passwd", root.join("inside/climb")).unwrap();
+        symlink(
+            "../../../../../../../../etc/passwd",
+            root.join("inside/climb"),
+        )
+        .unwrap();
         for r in BOTH {
             assert_escape(read(&root, "pw", r), "read pw");
-            assert_escape(open_beneath_with(&root, Path::new("pw"), CREATE, r), "write pw");
+            assert_escape(
+                open_beneath_with(&root, Path::new("pw"), CREATE, r),
+                "write pw",
+            );
             assert_escape(read(&root, "inside/climb", r), "relative climb");
             // O_CREAT through a dangling link would create its target: refused.
             assert_escape(
