@@ -1,13 +1,15 @@
 //! File tools: `ls`, `read_file`, `write_file`, `str_replace`, plus the helpers the other tool
 //! families share (output truncation, path resolution, numeric arguments, binary detection).
 
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 
 use super::{arg_bool, arg_str, arg_u64, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
+use crate::workspace::beneath::{self, OpenMode};
+use crate::workspace::paths::OUTSIDE;
 use crate::workspace::Access;
 
 /// Directories that listings and searches never descend into (nor show).
@@ -70,6 +72,95 @@ pub(crate) fn resolve(
         .map_err(ToolOutput::error)
 }
 
+/// A path `resolve` accepted, split into the root it lies under and the path relative to that
+/// root. `resolve` gives the friendly errors and maps virtual paths; the file is then opened
+/// beneath `root` ([`beneath::open_beneath`]), so a component swapped for a symlink after the
+/// check cannot lead the open outside.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// The checked absolute path: for display and the per-path write lock, never for opening.
+    pub(crate) abs: PathBuf,
+    root: PathBuf,
+    rel: PathBuf,
+}
+
+/// [`resolve`], plus the root and relative path the open beneath needs.
+pub(crate) fn resolve_target(
+    ctx: &ToolContext,
+    path: &str,
+    access: Access,
+) -> Result<Target, ToolOutput> {
+    let abs = resolve(ctx, path, access)?;
+    let (root, rel) = ctx
+        .workspace
+        .split_root(&abs)
+        .map(|(root, rel)| (root.to_path_buf(), rel.to_path_buf()))
+        .ok_or_else(|| ToolOutput::error(OUTSIDE))?;
+    Ok(Target { abs, root, rel })
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ToolOutput> + Send + 'static,
+) -> Result<T, ToolOutput> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(ToolOutput::error(format!(
+            "Error: file operation failed: {e}"
+        )))
+    })
+}
+
+/// Opens a target beneath its root and makes sure it is a regular file (a FIFO or device would
+/// block or never end). Every refusal is already the message the model sees; `dir_hint`
+/// follows "is a directory".
+fn open_regular(
+    t: &Target,
+    shown: &str,
+    mode: OpenMode,
+    dir_hint: &str,
+) -> Result<std::fs::File, ToolOutput> {
+    let verb = if mode == OpenMode::Read {
+        "read"
+    } else {
+        "write"
+    };
+    let is_dir = || ToolOutput::error(format!("Error: {shown} is a directory{dir_hint}"));
+    let not_regular = || ToolOutput::error(format!("Error: {shown} is not a regular file"));
+    let file =
+        beneath::open_beneath(&t.root, &t.rel, mode).map_err(|e| match e.raw_os_error() {
+            _ if beneath::is_escape(&e) => ToolOutput::error(OUTSIDE),
+            Some(libc::ENOENT) if !matches!(mode, OpenMode::Write { .. }) => {
+                ToolOutput::error(format!("Error: file not found: {shown}"))
+            }
+            Some(libc::EISDIR) => is_dir(),
+            // A FIFO without a reader, or a socket.
+            Some(libc::ENXIO) => not_regular(),
+            _ => ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")))?;
+    if meta.is_dir() {
+        return Err(is_dir());
+    }
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// Reads an open file as text, with the tools' messages.
+fn read_open(file: &mut std::fs::File, shown: &str) -> Result<String, ToolOutput> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| ToolOutput::error(format!("Error: cannot read {shown}: {e}")))?;
+    decode_text(bytes).ok_or_else(|| {
+        ToolOutput::error(format!(
+            "Error: {shown} is a binary file; read_file only reads text files"
+        ))
+    })
+}
+
 /// An optional non-negative integer argument: absent or null → `None`; present but not a
 /// whole number → an error naming the argument.
 pub(crate) fn arg_opt_count(args: &Value, key: &str) -> Result<Option<u64>, ToolOutput> {
@@ -109,36 +200,73 @@ fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
     }
 }
 
-/// Reads a text file for the tools, with the error messages the model sees.
-async fn read_text(ctx: &ToolContext, abs: &Path) -> Result<String, ToolOutput> {
-    let shown = ctx.workspace.display_path(abs);
-    if abs.is_dir() {
-        return Err(ToolOutput::error(format!(
-            "Error: {shown} is a directory (use ls to list it)"
-        )));
-    }
-    // A FIFO or device would block or never end; only regular files are read.
-    if abs.exists() && !abs.is_file() {
-        return Err(ToolOutput::error(format!(
-            "Error: {shown} is not a regular file"
-        )));
-    }
-    let bytes = match tokio::fs::read(abs).await {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ToolOutput::error(format!("Error: file not found: {shown}")))
-        }
-        Err(e) => {
-            return Err(ToolOutput::error(format!(
-                "Error: cannot read {shown}: {e}"
-            )))
-        }
-    };
-    decode_text(bytes).ok_or_else(|| {
-        ToolOutput::error(format!(
-            "Error: {shown} is a binary file; read_file only reads text files"
-        ))
+/// What a directory gets from the reading tools.
+const READ_DIR_HINT: &str = " (use ls to list it)";
+
+/// Reads a text file beneath its root, with the error messages the model sees.
+async fn read_text(ctx: &ToolContext, t: &Target) -> Result<String, ToolOutput> {
+    let shown = ctx.workspace.display_path(&t.abs);
+    let t = t.clone();
+    blocking(move || {
+        let mut file = open_regular(&t, &shown, OpenMode::Read, READ_DIR_HINT)?;
+        read_open(&mut file, &shown)
     })
+    .await
+}
+
+/// `write_file`'s open step: creates the parent directories and writes (or appends) beneath
+/// the target's root. The caller holds the path's write lock.
+pub(crate) async fn write_target(
+    ctx: &ToolContext,
+    t: &Target,
+    content: &str,
+    append: bool,
+) -> Result<(), ToolOutput> {
+    let shown = ctx.workspace.display_path(&t.abs);
+    let (t, content) = (t.clone(), content.to_string());
+    blocking(move || {
+        let fail = |e: std::io::Error| {
+            ToolOutput::error(if beneath::is_escape(&e) {
+                OUTSIDE.to_string()
+            } else {
+                format!("Error: cannot write {shown}: {e}")
+            })
+        };
+        if let Some(parent) = t.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            beneath::create_dirs_beneath(&t.root, parent).map_err(fail)?;
+        }
+        let mode = OpenMode::Write {
+            create: true,
+            truncate: !append,
+            append,
+        };
+        let mut file = open_regular(&t, &shown, mode, "")?;
+        file.write_all(content.as_bytes()).map_err(fail)
+    })
+    .await
+}
+
+/// `str_replace`'s open step: one descriptor opened read-write beneath the target's root, read,
+/// edited by `edit` (which returns the new text, or the tool's refusal) and rewritten in place.
+/// The caller holds the path's write lock.
+pub(crate) async fn edit_target(
+    ctx: &ToolContext,
+    t: &Target,
+    edit: impl FnOnce(&str, &str) -> Result<String, ToolOutput> + Send + 'static,
+) -> Result<(), ToolOutput> {
+    let shown = ctx.workspace.display_path(&t.abs);
+    let t = t.clone();
+    blocking(move || {
+        let mut file = open_regular(&t, &shown, OpenMode::ReadWrite, READ_DIR_HINT)?;
+        let text = read_open(&mut file, &shown)?;
+        let updated = edit(&text, &shown)?;
+        let fail =
+            |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
+        file.set_len(0).map_err(fail)?;
+        file.rewind().map_err(fail)?;
+        file.write_all(updated.as_bytes()).map_err(fail)
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,10 +395,10 @@ impl Tool for ReadFileTool {
 }
 
 async fn read_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let abs = resolve(ctx, arg_str(args, "path")?, Access::Read)?;
+    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Read)?;
     let start = arg_opt_count(args, "start_line")?;
     let end = arg_opt_count(args, "end_line")?;
-    let text = read_text(ctx, &abs).await?;
+    let text = read_text(ctx, &target).await?;
     let body = if start.is_none() && end.is_none() {
         text
     } else {
@@ -343,28 +471,11 @@ impl Tool for WriteFileTool {
 }
 
 async fn write_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let abs = resolve(ctx, arg_str(args, "path")?, Access::Write)?;
+    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Write)?;
     let content = arg_str(args, "content")?;
     let append = arg_bool(args, "append", false);
-    let shown = ctx.workspace.display_path(&abs);
-    let _guard = ctx.workspace.locks().lock(&abs).await;
-    let fail = |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
-    if abs.is_dir() {
-        return Err(ToolOutput::error(format!("Error: {shown} is a directory")));
-    }
-    if let Some(parent) = abs.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(fail)?;
-    }
-    let mut file = tokio::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(append)
-        .truncate(!append)
-        .open(&abs)
-        .await
-        .map_err(fail)?;
-    file.write_all(content.as_bytes()).await.map_err(fail)?;
-    file.flush().await.map_err(fail)?;
+    let _guard = ctx.workspace.locks().lock(&target.abs).await;
+    write_target(ctx, &target, content, append).await?;
     Ok(ToolOutput::ok("OK"))
 }
 
@@ -401,34 +512,28 @@ impl Tool for StrReplaceTool {
 }
 
 async fn str_replace(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let abs = resolve(ctx, arg_str(args, "path")?, Access::Write)?;
-    let old = arg_str(args, "old_str")?;
-    let new = arg_str(args, "new_str")?;
+    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Write)?;
+    let old = arg_str(args, "old_str")?.to_string();
+    let new = arg_str(args, "new_str")?.to_string();
     let replace_all = arg_bool(args, "replace_all", false);
     if old.is_empty() {
         return Err(ToolOutput::error("Error: old_str must not be empty"));
     }
-    let shown = ctx.workspace.display_path(&abs);
     // Held across read-modify-write so a parallel edit or write cannot be lost.
-    let _guard = ctx.workspace.locks().lock(&abs).await;
-    let text = read_text(ctx, &abs).await?;
-    let updated = match (text.matches(old).count(), replace_all) {
-        (0, _) => {
-            return Err(ToolOutput::error(format!(
+    let _guard = ctx.workspace.locks().lock(&target.abs).await;
+    edit_target(ctx, &target, move |text, shown| {
+        match (text.matches(&old).count(), replace_all) {
+            (0, _) => Err(ToolOutput::error(format!(
                 "Error: old_str not found in {shown}"
-            )))
-        }
-        (1, _) | (_, true) => text.replace(old, new),
-        (n, false) => {
-            return Err(ToolOutput::error(format!(
+            ))),
+            (1, _) | (_, true) => Ok(text.replace(&old, &new)),
+            (n, false) => Err(ToolOutput::error(format!(
                 "Error: old_str occurs {n} times in {shown}; add surrounding context to make it \
                  unique, or set replace_all to true"
-            )))
+            ))),
         }
-    };
-    tokio::fs::write(&abs, updated)
-        .await
-        .map_err(|e| ToolOutput::error(format!("Error: cannot write {shown}: {e}")))?;
+    })
+    .await?;
     Ok(ToolOutput::ok("OK"))
 }
 
@@ -855,6 +960,164 @@ pub(crate) mod tests {
         }
         let text = std::fs::read_to_string(dir.path().join("f.txt")).unwrap();
         assert!(!text.contains("item"), "{text}");
+    }
+
+    const OUTSIDE_MSG: &str = "Access denied: path outside the workspace";
+
+    fn is_empty_dir(dir: &Path) -> bool {
+        std::fs::read_dir(dir).unwrap().next().is_none()
+    }
+
+    /// The check passes while `a` is a real directory; `a` then becomes a symlink to an outside
+    /// directory before the open step runs. Every open step refuses, and nothing appears (or
+    /// changes) outside.
+    #[tokio::test]
+    async fn component_swapped_after_resolve_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("a")).unwrap();
+        std::fs::write(root.join("a/f.txt"), "inside").unwrap();
+        std::fs::write(outside.path().join("f.txt"), "outside").unwrap();
+        let c = ctx(root);
+        let write = resolve_target(&c, "a/new/g.txt", Access::Write).unwrap();
+        let edit = resolve_target(&c, "a/f.txt", Access::Write).unwrap();
+        let read = resolve_target(&c, "a/f.txt", Access::Read).unwrap();
+        std::fs::rename(root.join("a"), root.join("a_moved")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("a")).unwrap();
+
+        let got = write_target(&c, &write, "pwned", false).await.unwrap_err();
+        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+        let got = edit_target(&c, &edit, |_, _| Ok("pwned".to_string()))
+            .await
+            .unwrap_err();
+        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+        let got = read_text(&c, &read).await.unwrap_err();
+        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+
+        assert!(!outside.path().join("new").exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+            "outside"
+        );
+        // The whole tools, re-checking, say the same.
+        let args = json!({"path": "a/new/g.txt", "content": "x"});
+        assert_eq!(
+            run(&WriteFileTool, &c, args).await,
+            (E, OUTSIDE_MSG.to_string())
+        );
+    }
+
+    /// The final component swapped for a symlink to /etc/passwd after the check.
+    #[tokio::test]
+    async fn final_component_swapped_for_etc_passwd_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("f.txt"), "mine").unwrap();
+        let c = ctx(root);
+        let read = resolve_target(&c, "f.txt", Access::Read).unwrap();
+        std::fs::remove_file(root.join("f.txt")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("f.txt")).unwrap();
+        let got = read_text(&c, &read).await.unwrap_err();
+        assert_eq!(got.text, OUTSIDE_MSG);
+        let got = write_target(&c, &read, "x", true).await.unwrap_err();
+        assert_eq!(got.text, OUTSIDE_MSG);
+    }
+
+    /// Symlinks pointing inside keep working through the tools: `resolve` hands the open step
+    /// the canonical path, which contains no symlink.
+    #[tokio::test]
+    async fn inside_symlinks_still_work_through_the_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::fs::write(root.join("real/f.txt"), "hello").unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        std::os::unix::fs::symlink(root.join("real/f.txt"), root.join("abs_link")).unwrap();
+        let c = ctx(root);
+        let read = |p: &str| json!({"path": p});
+        assert_eq!(
+            run(&ReadFileTool, &c, read("link/f.txt")).await,
+            (O, "hello".into())
+        );
+        assert_eq!(
+            run(&ReadFileTool, &c, read("abs_link")).await,
+            (O, "hello".into())
+        );
+        let args = json!({"path": "link/sub/g.txt", "content": "g"});
+        assert_eq!(run(&WriteFileTool, &c, args).await, (O, "OK".into()));
+        assert_eq!(
+            std::fs::read_to_string(root.join("real/sub/g.txt")).unwrap(),
+            "g"
+        );
+        let args = json!({"path": "abs_link", "old_str": "hello", "new_str": "bye"});
+        assert_eq!(run(&StrReplaceTool, &c, args).await, (O, "OK".into()));
+        assert_eq!(
+            std::fs::read_to_string(root.join("real/f.txt")).unwrap(),
+            "bye"
+        );
+    }
+
+    #[tokio::test]
+    async fn write_file_creates_dirs_beneath_and_refuses_fifos() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let c = ctx(root);
+        let args = json!({"path": "x/y/z.txt", "content": "z"});
+        assert_eq!(run(&WriteFileTool, &c, args).await, (O, "OK".into()));
+        assert_eq!(
+            std::fs::read_to_string(root.join("x/y/z.txt")).unwrap(),
+            "z"
+        );
+        let status = std::process::Command::new("mkfifo")
+            .arg(root.join("pipe"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let args = json!({"path": "pipe", "content": "z"});
+        let want = (E, "Error: pipe is not a regular file".to_string());
+        assert_eq!(run(&WriteFileTool, &c, args).await, want);
+        let args = json!({"path": "pipe", "old_str": "a", "new_str": "b"});
+        assert_eq!(run(&StrReplaceTool, &c, args).await, want);
+        let args = json!({"path": "x", "old_str": "a", "new_str": "b"});
+        assert_eq!(
+            run(&StrReplaceTool, &c, args).await,
+            (E, "Error: x is a directory (use ls to list it)".into())
+        );
+    }
+
+    /// A thread flips `a` between a real directory and a symlink to an outside directory while
+    /// 200 `write_file` calls to `a/f<i>.txt` run: some fail, but none writes outside.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn flipping_component_during_writes_never_escapes() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("a")).unwrap();
+        let c = Arc::new(ctx(&root));
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper =
+            crate::workspace::beneath::tests::spawn_flipper(&root.join("a"), outside.path(), &stop);
+        let mut ok = 0;
+        for i in 0..200 {
+            let args = json!({"path": format!("a/d{}/f{i}.txt", i % 3), "content": "x"});
+            let out = WriteFileTool.call(args, &c).await;
+            if out.status == O {
+                ok += 1;
+            } else {
+                assert!(
+                    out.text == OUTSIDE_MSG || out.text.starts_with("Error: cannot write"),
+                    "{}",
+                    out.text
+                );
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let flips = flipper.join().unwrap();
+        assert!(flips > 0);
+        assert!(is_empty_dir(outside.path()), "a write escaped");
+        eprintln!("{ok}/200 writes landed inside during {flips} flips");
     }
 
     #[test]

@@ -87,6 +87,15 @@ impl Workspace {
         Ok(real)
     }
 
+    /// The root a resolved path lies under (the workspace first, then the skills root) and the
+    /// path relative to it: what [`super::beneath::open_beneath`] needs to open it without
+    /// trusting the path between the check and the open. `None` for a path under neither.
+    pub fn split_root<'a>(&'a self, abs: &'a Path) -> Option<(&'a Path, &'a Path)> {
+        std::iter::once(self.root.as_path())
+            .chain(self.skills.as_deref())
+            .find_map(|root| abs.strip_prefix(root).ok().map(|rel| (root, rel)))
+    }
+
     /// How a resolved path is shown to the model: workspace-relative (`.` for the root), or
     /// `/mnt/skills/…` under the skills root.
     pub fn display_path(&self, abs: &Path) -> String {
@@ -281,6 +290,25 @@ mod tests {
         for (input, access, want) in cases {
             assert_eq!(w.resolve(input, access), want, "input {input:?} {access:?}");
         }
+    }
+
+    #[test]
+    fn split_root_prefers_the_workspace() {
+        let (_ws, _other, w) = setup();
+        let root = w.root().to_path_buf();
+        let skills = w.skills_root().unwrap().to_path_buf();
+        let file = root.join("src/a.txt");
+        assert_eq!(
+            w.split_root(&file),
+            Some((root.as_path(), Path::new("src/a.txt")))
+        );
+        assert_eq!(w.split_root(&root), Some((root.as_path(), Path::new(""))));
+        let skill = skills.join("demo/SKILL.md");
+        assert_eq!(
+            w.split_root(&skill),
+            Some((skills.as_path(), Path::new("demo/SKILL.md")))
+        );
+        assert_eq!(w.split_root(Path::new("/etc/passwd")), None);
     }
 
     #[test]
