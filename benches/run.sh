@@ -21,7 +21,7 @@ json.dump({"version": 1, "lead": [{"tool_calls": [{"name": "ls"}], "usage": {"in
                                   {"text": "done", "usage": {"input_tokens": 12, "output_tokens": 3}}]}, open(f"{d}/two_turns.json", "w"))
 json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(12)]}, {"text": "ok"}],
            "default_task": [{"text": "r", "delay_ms": 1000}]}, open(f"{d}/fan12.json", "w"))
-for n in (1000,):
+for n in (200, 1000):
     json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(n)]}, {"text": "ok"}],
                "default_task": [{"text": "r", "usage": {"input_tokens": 1, "output_tokens": 1}}]}, open(f"{d}/fan{n}.json", "w"))
 PY
@@ -33,8 +33,11 @@ measure() {
   local label="$1"; shift
   local walls=() rss=()
   for _ in $(seq "$RUNS"); do
+    local t0 t1
+    t0=$(date +%s%N)
     /usr/bin/time -v -o "$TMP/t" "$@" >/dev/null 2>"$TMP/err" || true
-    walls+=("$(awk '/Elapsed \(wall clock\)/ {n=split($NF,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$TMP/t")")
+    t1=$(date +%s%N)
+    walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", (b-a)/1e9}')")
     rss+=("$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$TMP/t")")
   done
   printf '| %s | %s s | %s MiB |\n' "$label" "$(printf '%s\n' "${walls[@]}" | median)" "$(printf '%s\n' "${rss[@]}" | median)"
@@ -54,8 +57,13 @@ PY
 
 echo "| benchmark | median wall | median peak RSS |"
 echo "|---|---|---|"
+# Sanity: the fan-out really runs every task (a guard stopping it would make it look fast).
+done_tasks=$("$BIN" run --json --max-tasks 1000 --max-concurrent 64 -m "replay:$TMP/fan1000.json" -C "$TMP" go | grep -c '"type":"task_completed"')
+[ "$done_tasks" = 1000 ] || { echo "fan-out completed $done_tasks of 1000 tasks"; exit 1; }
+
 measure "deerflow --version" "$BIN" --version
 measure "2-turn replay run (--json)" "$BIN" run --json -m "replay:$TMP/two_turns.json" -C "$TMP" "go"
+measure "200 replay tasks, --max-concurrent 64" "$BIN" run --json --max-tasks 1000 --max-concurrent 64 -m "replay:$TMP/fan200.json" -C "$TMP" "go"
 measure "1000 replay tasks, --max-concurrent 64" "$BIN" run --json --max-tasks 1000 --max-concurrent 64 -m "replay:$TMP/fan1000.json" -C "$TMP" "go"
 measure "1000 replay tasks, --max-concurrent 8" "$BIN" run --json --max-tasks 1000 --max-concurrent 8 -m "replay:$TMP/fan1000.json" -C "$TMP" "go"
 

@@ -42,6 +42,9 @@ pub enum LoopVerdict {
     Stop(String),
 }
 
+/// The tool the per-tool frequency limits leave out.
+const UNCOUNTED_TOOL: &str = "task";
+
 /// Tracks one agent's responses.
 pub struct LoopDetector {
     limits: LoopLimits,
@@ -91,7 +94,9 @@ impl LoopDetector {
 
     fn count_tools(&mut self, calls: &[ToolCall]) -> Option<LoopVerdict> {
         let mut verdict = None;
-        for c in calls {
+        // `task` calls are bounded by --max-tasks instead: a 1,000-item fan-out in one
+        // response is the point of the tool, not a loop.
+        for c in calls.iter().filter(|c| c.name != UNCOUNTED_TOOL) {
             let n = self.per_tool.entry(c.name.clone()).or_default();
             *n += 1;
             let n = *n;
@@ -275,6 +280,15 @@ mod tests {
             d.observe(&[call("grep", json!({"pattern": "3"}))]),
             LoopVerdict::Stop(_)
         ));
+    }
+
+    #[test]
+    fn a_large_fan_out_is_not_a_loop() {
+        let mut d = LoopDetector::new(LoopLimits::default());
+        let calls: Vec<_> = (0..1000)
+            .map(|i| call("task", json!({"description": i.to_string()})))
+            .collect();
+        assert_eq!(d.observe(&calls), LoopVerdict::Fine);
     }
 
     #[test]

@@ -364,3 +364,42 @@ async fn a_task_call_missing_an_argument_fails_in_the_task_result_format() {
     );
     assert_eq!(out.completed()["tasks"]["total"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_fan_out_in_one_response_runs_every_task() {
+    let ws = workspace();
+    let names: Vec<String> = (0..300).map(|i| format!("t{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [fan_out(&refs), {"text": "ok"}],
+        "default_task": [{"text": "r", "usage": {"input_tokens": 1, "output_tokens": 1}}]}),
+    );
+    let out = run(
+        &c,
+        ws.path(),
+        &["--max-tasks", "1000", "--max-concurrent", "64"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["tasks"]["completed"], 300);
+    assert_eq!(out.completed()["usage"]["subagents"]["total_tokens"], 600);
+    assert!(
+        out.of_type("warning").is_empty(),
+        "{:?}",
+        out.of_type("warning")
+    );
+    // Tasks that finish while the rest are still being accepted free their slots, so how
+    // many have to wait varies; never more than 64 run at once.
+    assert!(out.of_type("task_queued").len() <= 300 - 64);
+    let mut running = 0i32;
+    for e in &out.events {
+        if e["type"] == "task_started" {
+            running += 1;
+            assert!(running <= 64);
+        } else if is_terminal(e) {
+            running -= 1;
+        }
+    }
+}
