@@ -3,6 +3,10 @@
 //! Data flows one way: flags + config → a run spec → the lead agent loop → tools (and the
 //! task tool → the scheduler → sub-agent loops) → events → one sink → an exit code.
 
+// Events are the only output channel: nothing prints to stdout but the event writer,
+// the human view and the plain-text commands, all through one explicit writer each.
+#![deny(clippy::print_stdout)]
+
 pub mod agent;
 pub mod cli;
 pub mod config;
