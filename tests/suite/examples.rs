@@ -1,0 +1,87 @@
+//! The files in examples/ work as the README says.
+
+use std::path::PathBuf;
+
+use super::harness::deerflow;
+
+fn example(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_fan_out_runs_offline() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = deerflow([
+        "run",
+        "--model",
+        "replay:examples/hello.json",
+        "--json",
+        "Describe this repository",
+    ])
+    .cwd(&repo)
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["tasks"]["completed"], 2);
+    assert_eq!(out.completed()["usage"]["total_tokens"], 6008);
+    assert!(out.completed()["final_message"]
+        .as_str()
+        .unwrap()
+        .starts_with("The workspace holds"));
+    // Both sub-agents' tools found what they looked for in this repository.
+    let tool_errors: Vec<_> = out
+        .of_type("task_running")
+        .into_iter()
+        .filter(|e| e["message"]["status"] == "error")
+        .collect();
+    assert!(tool_errors.is_empty(), "{tool_errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_failure_example_exits_3_with_a_failure_and_a_timeout() {
+    let m = format!("replay:{}", example("fanout-failure.json"));
+    let out = deerflow([
+        "run",
+        "--json",
+        "--subagent-timeout",
+        "1s",
+        "-m",
+        &m,
+        "check",
+    ])
+    .json()
+    .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let t = &out.completed()["tasks"];
+    assert_eq!(
+        (
+            t["completed"].as_u64(),
+            t["failed"].as_u64(),
+            t["timed_out"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_config_checks_and_runs() {
+    let cfg = example("config.yaml");
+    let check = deerflow(["-c", &cfg, "config", "check"]).output().await;
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    let ws = super::harness::workspace();
+    std::fs::write(ws.path().join("README.md"), "# a readme\n").unwrap();
+    let out = deerflow(["-c", &cfg, "run", "--json", "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.first("run_started")["model"]["name"], "demo");
+    assert_eq!(
+        out.first("run_started")["subagent_types"],
+        serde_json::json!(["general-purpose", "reviewer"])
+    );
+}
