@@ -108,7 +108,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
             .map(|(k, v)| (k.clone(), v.model.clone()))
             .collect();
         Some(Arc::new(SubagentSetup {
-            types,
+            types: types.into_iter().map(Arc::new).collect(),
             models: by_name,
             skills: skill_list.clone(),
         }))

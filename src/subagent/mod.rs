@@ -41,7 +41,8 @@ pub const LEAD_ONLY_TOOLS: [&str; 3] = ["task", "ask_clarification", "present_fi
 /// What the scheduler needs to start sub-agents: the available types, their models and
 /// the skills they may list.
 pub struct SubagentSetup {
-    pub types: Vec<SubagentType>,
+    /// Shared with every task of the type, so a task does not copy its prompt.
+    pub types: Vec<Arc<SubagentType>>,
     pub models: HashMap<String, Arc<dyn ChatModel>>,
     pub skills: Vec<Skill>,
 }
@@ -51,7 +52,7 @@ impl SubagentSetup {
         self.types.iter().map(|t| t.name.clone()).collect()
     }
 
-    pub fn find(&self, name: &str) -> Option<&SubagentType> {
+    pub fn find(&self, name: &str) -> Option<&Arc<SubagentType>> {
         self.types.iter().find(|t| t.name == name)
     }
 }

@@ -21,7 +21,7 @@ pub struct TaskRecord {
     pub id: String,
     pub description: String,
     pub prompt: String,
-    pub kind: SubagentType,
+    pub kind: Arc<SubagentType>,
     pub state: StateCell,
     pub progress: Arc<Progress>,
     /// Set when the task started running (its timeout counts from here).
@@ -114,7 +114,7 @@ impl Scheduler {
         call_id: &str,
         description: &str,
         prompt: &str,
-        kind: SubagentType,
+        kind: Arc<SubagentType>,
     ) -> Option<Arc<TaskRecord>> {
         let mut tasks = lock(&self.tasks);
         if tasks.len() as u32 >= self.max_tasks {

@@ -62,9 +62,17 @@ impl Tool for TaskTool {
         };
         let (rec, admission) = out;
         let sched = self.scheduler.clone();
-        let handle = tokio::spawn(run_task(sched.clone(), rec.clone(), admission));
+        // A queued task is only this small future until it gets a slot; the sub-agent's own
+        // task is spawned then, so memory grows with the concurrency, not the queue.
         Box::pin(async move {
-            match handle.await {
+            if let Err(out) = wait_for_slot(&sched, &rec, admission).await {
+                return out;
+            }
+            let handle = tokio::spawn({
+                let (sched, rec) = (sched.clone(), rec.clone());
+                async move { supervise(&sched, &rec).await }
+            });
+            let out = match handle.await {
                 Ok(out) => out,
                 Err(e) => {
                     let why = if e.is_panic() {
@@ -72,10 +80,11 @@ impl Tool for TaskTool {
                     } else {
                         "the sub-agent was aborted"
                     };
-                    finish_failed(&sched, &rec, why, None);
-                    ToolOutput::error(format!("Task failed. Error: {why}"))
+                    finish_failed(&sched, &rec, why, None)
                 }
-            }
+            };
+            sched.release();
+            out
         })
     }
 }
@@ -113,31 +122,32 @@ impl TaskTool {
     }
 }
 
-/// Waits for a slot if needed, runs the sub-agent, emits its terminal event and frees the slot.
-async fn run_task(s: Arc<Scheduler>, rec: Arc<TaskRecord>, admission: Admission) -> ToolOutput {
+/// Waits in the queue until the scheduler hands this task a slot (and starts it), or the
+/// run stops first.
+async fn wait_for_slot(
+    s: &Scheduler,
+    rec: &TaskRecord,
+    admission: Admission,
+) -> Result<(), ToolOutput> {
+    let Admission::Queued { mut ready, .. } = admission else {
+        return Ok(());
+    };
     let run_cancel = s.shared.control.cancel.clone();
-    if let Admission::Queued { mut ready, .. } = admission {
-        tokio::select! {
-            biased;
-            _ = run_cancel.cancelled() => {
-                // The slot may have been handed over just now: give it back.
-                if ready.try_recv().is_ok() {
-                    s.release();
-                }
-                return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
+    tokio::select! {
+        biased;
+        _ = run_cancel.cancelled() => {
+            // The slot may have been handed over just now: give it back.
+            if ready.try_recv().is_ok() {
+                s.release();
             }
-            r = &mut ready => {
-                // The scheduler marked the task started when it handed the slot over; an
-                // error means the queue was dropped without handing one.
-                if r.is_err() {
-                    return finish_cancelled(&s, &rec, &s.shared.control.cancel_message());
-                }
-            }
+            Err(finish_cancelled(s, rec, &s.shared.control.cancel_message()))
         }
+        r = &mut ready => match r {
+            Ok(()) => Ok(()),
+            // The queue was dropped without handing a slot over.
+            Err(_) => Err(finish_cancelled(s, rec, &s.shared.control.cancel_message())),
+        },
     }
-    let out = supervise(&s, &rec).await;
-    s.release();
-    out
 }
 
 /// Runs the sub-agent under its timeout and turns its end into the terminal event.
