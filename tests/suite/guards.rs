@@ -299,7 +299,8 @@ async fn a_panic_in_a_sub_agent_fails_only_that_task() {
         "default_task": [{"text": "fine"}]}),
     );
     let m = format!("replay:{}", c.display());
-    let out = deerflow(["run", "--json", "-m", &m, "go"])
+    // One slot: the second task runs only if the panicked one gave its slot back.
+    let out = deerflow(["run", "--json", "--max-concurrent", "1", "-m", &m, "go"])
         .cwd(ws.path())
         .env("DEERFLOW_DEBUG_PANIC", "subagent:general-purpose")
         .json()
