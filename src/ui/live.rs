@@ -1,0 +1,134 @@
+//! The live part of the human view: indicatif bars on stderr, one for the lead and one per
+//! running sub-agent (the first `MAX_TASK_LINES`; the rest are counted on a last line).
+//! Drawn from the event writer's thread only, at most once per `FRAME`, from `ViewState`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::paint;
+use super::state::{task_line, ViewState};
+
+/// How often the bars are redrawn, at most (events in between only update the state).
+pub const FRAME: Duration = Duration::from_millis(100);
+/// Running sub-agents with a line of their own; more are counted on one line.
+pub const MAX_TASK_LINES: usize = 10;
+
+pub struct LiveView {
+    mp: MultiProgress,
+    style: ProgressStyle,
+    lead: ProgressBar,
+    tasks: Vec<ProgressBar>,
+    more: Option<ProgressBar>,
+    color: bool,
+    /// Lines to print above the bars with the next frame (one write for a burst of them).
+    pending: Vec<String>,
+    last_frame: Option<Instant>,
+}
+
+impl LiveView {
+    /// Draws on stderr and routes log lines above the bars until `clear`.
+    pub fn new(color: bool) -> Self {
+        // Bars ask to redraw whenever their text changes; `frame` forces one redraw of all
+        // of them, so their own requests can be rare.
+        let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+        let style = ProgressStyle::with_template("{spinner} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
+        let lead = mp.add(ProgressBar::new_spinner().with_style(style.clone()));
+        let printer = mp.clone();
+        crate::logging::set_line_writer(Some(Arc::new(move |line: &str| {
+            let _ = printer.println(line);
+        })));
+        Self {
+            mp,
+            style,
+            lead,
+            tasks: Vec::new(),
+            more: None,
+            color,
+            pending: Vec::new(),
+            last_frame: None,
+        }
+    }
+
+    /// Prints `line` above the bars with the next frame.
+    pub fn print(&mut self, line: String) {
+        self.pending.push(line);
+    }
+
+    /// Prints the lines waiting for a frame now (before a log line, to keep their order).
+    pub fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.mp.println(self.pending.join("\n"));
+            self.pending.clear();
+        }
+    }
+
+    /// Redraws from `state` unless the last frame is younger than `FRAME` (or `force`).
+    pub fn frame(&mut self, state: &ViewState, now: Instant, force: bool) {
+        if !force
+            && self
+                .last_frame
+                .is_some_and(|t| now.saturating_duration_since(t) < FRAME)
+        {
+            return;
+        }
+        self.last_frame = Some(now);
+        self.flush();
+        self.lead
+            .set_message(paint(self.color, "1", &state.lead_line()));
+        self.lead.tick();
+
+        let visible = state.running().iter().take(MAX_TASK_LINES);
+        let want = visible.len();
+        while self.tasks.len() > want {
+            if let Some(bar) = self.tasks.pop() {
+                self.mp.remove(&bar);
+            }
+        }
+        while self.tasks.len() < want {
+            let bar = ProgressBar::new_spinner().with_style(self.style.clone());
+            // After the lead and the task lines, before the "more" line.
+            let bar = self.mp.insert(1 + self.tasks.len(), bar);
+            self.tasks.push(bar);
+        }
+        for (bar, task) in self.tasks.iter().zip(visible) {
+            bar.set_message(format!("  {}", task_line(task, now)));
+            bar.tick();
+        }
+
+        match (state.more_line(MAX_TASK_LINES), &self.more) {
+            (Some(line), Some(bar)) => bar.set_message(paint(self.color, "2", &line)),
+            (Some(line), None) => {
+                let bar = self.mp.add(
+                    ProgressBar::new_spinner()
+                        .with_style(self.style.clone())
+                        .with_message(paint(self.color, "2", &line)),
+                );
+                self.more = Some(bar);
+            }
+            (None, Some(bar)) => {
+                self.mp.remove(bar);
+                self.more = None;
+            }
+            (None, None) => {}
+        }
+        if let Some(bar) = &self.more {
+            bar.tick();
+        }
+        self.lead.force_draw();
+    }
+
+    /// Prints what is pending, removes the bars and gives stderr back to plain log lines.
+    pub fn clear(&mut self) {
+        crate::logging::set_line_writer(None);
+        self.flush();
+        for bar in self.tasks.drain(..).chain(self.more.take()) {
+            self.mp.remove(&bar);
+        }
+        self.mp.remove(&self.lead);
+        let _ = self.mp.clear();
+    }
+}
