@@ -17,7 +17,8 @@ pub const MAX_TASK_LINES: usize = 10;
 
 pub struct LiveView {
     mp: MultiProgress,
-    style: ProgressStyle,
+    /// Task and "more" lines sit under the lead's, indented.
+    task_style: ProgressStyle,
     lead: ProgressBar,
     tasks: Vec<ProgressBar>,
     more: Option<ProgressBar>,
@@ -33,17 +34,19 @@ impl LiveView {
         // Bars ask to redraw whenever their text changes; `frame` forces one redraw of all
         // of them, so their own requests can be rare.
         let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-        let style = ProgressStyle::with_template("{spinner} {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner())
-            .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
-        let lead = mp.add(ProgressBar::new_spinner().with_style(style.clone()));
+        let style = |template: &str| {
+            ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ")
+        };
+        let lead = mp.add(ProgressBar::new_spinner().with_style(style("{spinner} {wide_msg}")));
         let printer = mp.clone();
         crate::logging::set_line_writer(Some(Arc::new(move |line: &str| {
             let _ = printer.println(line);
         })));
         Self {
             mp,
-            style,
+            task_style: style("  {spinner} {wide_msg}"),
             lead,
             tasks: Vec::new(),
             more: None,
@@ -89,13 +92,13 @@ impl LiveView {
             }
         }
         while self.tasks.len() < want {
-            let bar = ProgressBar::new_spinner().with_style(self.style.clone());
+            let bar = ProgressBar::new_spinner().with_style(self.task_style.clone());
             // After the lead and the task lines, before the "more" line.
             let bar = self.mp.insert(1 + self.tasks.len(), bar);
             self.tasks.push(bar);
         }
         for (bar, task) in self.tasks.iter().zip(visible) {
-            bar.set_message(format!("  {}", task_line(task, now)));
+            bar.set_message(task_line(task, now));
             bar.tick();
         }
 
@@ -104,7 +107,7 @@ impl LiveView {
             (Some(line), None) => {
                 let bar = self.mp.add(
                     ProgressBar::new_spinner()
-                        .with_style(self.style.clone())
+                        .with_style(self.task_style.clone())
                         .with_message(paint(self.color, "2", &line)),
                 );
                 self.more = Some(bar);

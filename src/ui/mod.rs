@@ -81,10 +81,6 @@ impl HumanView {
             status,
             final_message,
             error,
-            duration_ms,
-            turns,
-            usage,
-            tasks,
             ..
         } = event
         else {
@@ -109,23 +105,41 @@ impl HumanView {
             self.err_line(&self.paint("31", &format!("deerflow: {status}: {e}")));
         }
         if !self.quiet {
-            let mut s = format!(
-                "deerflow: {status} · {turns} turns · {} tokens · {}",
-                usage.total_tokens,
-                ms(*duration_ms)
-            );
-            if tasks.total > 0 {
-                s.push_str(&format!(
-                    " · {} tasks ({} completed)",
-                    tasks.total, tasks.completed
-                ));
+            if let Some(s) = summary_line(event) {
+                self.err_line(&self.paint("2", &s));
             }
-            if let Some(c) = usage.cost_usd {
-                s.push_str(&format!(" · ${c:.4}"));
-            }
-            self.err_line(&self.paint("2", &s));
         }
     }
+}
+
+/// The run's one-line summary on stderr: `deerflow: completed · 3 turns · 6228 tokens · 11.5s`.
+pub fn summary_line(event: &Event) -> Option<String> {
+    let Event::RunCompleted {
+        status,
+        duration_ms,
+        turns,
+        usage,
+        tasks,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    let mut s = format!(
+        "deerflow: {status} · {turns} turns · {} tokens · {}",
+        usage.total_tokens,
+        ms(*duration_ms)
+    );
+    if tasks.total > 0 {
+        s.push_str(&format!(
+            " · {} tasks ({} completed)",
+            tasks.total, tasks.completed
+        ));
+    }
+    if let Some(c) = usage.cost_usd {
+        s.push_str(&format!(" · ${c:.4}"));
+    }
+    Some(s)
 }
 
 impl Renderer for HumanView {
@@ -175,5 +189,55 @@ impl Renderer for HumanView {
 
     fn finish(&mut self) {
         self.clear_live();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::TaskCounts;
+    use crate::usage::RunUsage;
+
+    fn completed(tasks: TaskCounts, cost_usd: Option<f64>) -> Event {
+        Event::RunCompleted {
+            status: "completed".into(),
+            exit_code: 0,
+            final_message: Some("answer".into()),
+            error: None,
+            duration_ms: 11_520,
+            turns: 3,
+            usage: RunUsage {
+                total_tokens: 6228,
+                cost_usd,
+                ..RunUsage::default()
+            },
+            tasks,
+            artifacts: vec![],
+        }
+    }
+
+    #[test]
+    fn summary_line_names_status_turns_tokens_time_and_tasks() {
+        assert_eq!(
+            summary_line(&completed(TaskCounts::default(), None)).as_deref(),
+            Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s")
+        );
+        let tasks = TaskCounts {
+            total: 3,
+            completed: 2,
+            failed: 1,
+            ..TaskCounts::default()
+        };
+        assert_eq!(
+            summary_line(&completed(tasks, Some(0.01234))).as_deref(),
+            Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed) · $0.0123")
+        );
+        assert_eq!(summary_line(&Event::warning("x", "y")), None);
+    }
+
+    #[test]
+    fn paint_only_with_color() {
+        assert_eq!(paint(false, "31", "x"), "x");
+        assert_eq!(paint(true, "31", "x"), "\x1b[31mx\x1b[0m");
     }
 }

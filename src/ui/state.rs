@@ -410,3 +410,301 @@ pub fn short(s: &str, max: usize) -> String {
         None => one_line,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usage::UsageTotals;
+    use serde_json::json;
+
+    fn lead(event: Event) -> Envelope {
+        Envelope {
+            event,
+            task_id: None,
+        }
+    }
+
+    fn inside(task: &str, event: Event) -> Envelope {
+        Envelope {
+            event,
+            task_id: Some(task.into()),
+        }
+    }
+
+    fn run_started() -> Event {
+        Event::RunStarted {
+            schema_version: 1,
+            version: "0".into(),
+            model: crate::events::ModelInfo {
+                name: "m".into(),
+                provider: "replay".into(),
+                model: "m".into(),
+            },
+            max_concurrent: 2,
+            max_tasks: 16,
+            max_turns: 100,
+            timeout_seconds: None,
+            workspace: ".".into(),
+            subagents_enabled: true,
+            subagent_types: vec!["general-purpose".into()],
+        }
+    }
+
+    fn usage(caller: &str, total: Option<u64>) -> Event {
+        Event::Usage {
+            caller: caller.into(),
+            model: "m".into(),
+            input_tokens: total,
+            output_tokens: total.map(|_| 0),
+            total_tokens: total,
+            cache_read_tokens: None,
+            reported: total.is_some(),
+        }
+    }
+
+    fn call(id: &str, name: &str) -> Event {
+        Event::ToolCall {
+            call_id: id.into(),
+            name: name.into(),
+            arguments: json!({}),
+        }
+    }
+
+    fn result(id: &str, name: &str) -> Event {
+        Event::ToolResult {
+            call_id: id.into(),
+            name: name.into(),
+            status: "ok".into(),
+            output: String::new(),
+            truncated: false,
+            duration_ms: 1,
+        }
+    }
+
+    fn started(id: &str, description: &str) -> Event {
+        Event::TaskStarted {
+            task_id: id.into(),
+            description: description.into(),
+            subagent_type: "general-purpose".into(),
+            model: "m".into(),
+            max_turns: 10,
+            timeout_seconds: 900.0,
+        }
+    }
+
+    fn running(id: &str, message: Value, total: u64) -> Event {
+        Event::TaskRunning {
+            task_id: id.into(),
+            message_index: 1,
+            message,
+            usage: UsageTotals {
+                input_tokens: total,
+                output_tokens: 0,
+                total_tokens: total,
+            },
+        }
+    }
+
+    fn totals(total: u64) -> UsageTotals {
+        UsageTotals {
+            input_tokens: total,
+            output_tokens: 0,
+            total_tokens: total,
+        }
+    }
+
+    #[test]
+    fn lead_thinks_while_a_model_call_is_in_flight() {
+        let now = Instant::now();
+        let mut s = ViewState::new();
+        assert_eq!(s.lead_line(), "lead · starting · turn 1 · 0 tokens");
+        s.apply(&lead(run_started()), now);
+        assert_eq!(s.phase(), LeadPhase::Thinking);
+        assert_eq!(s.lead_line(), "lead · thinking · turn 1 · 0 tokens");
+
+        s.apply(&lead(usage("lead", Some(1200))), now);
+        assert_eq!(s.phase(), LeadPhase::Responding);
+        let text = Event::Message {
+            role: "assistant".into(),
+            text: "let me look".into(),
+        };
+        assert_eq!(s.apply(&lead(text), now), None);
+        // The text shows once a tool call follows it (else it is the final answer).
+        assert_eq!(
+            s.apply(&lead(call("c1", "ls")), now),
+            Some(Printed::LeadText("let me look".into()))
+        );
+        s.apply(&lead(call("c2", "task")), now);
+        s.apply(&lead(call("c3", "task")), now);
+        assert_eq!(s.phase(), LeadPhase::Tools);
+        assert_eq!(
+            s.lead_line(),
+            "lead · running ls, task×2 · turn 1 · 1.2k tokens"
+        );
+        s.apply(&lead(result("c1", "ls")), now);
+        assert_eq!(
+            s.lead_line(),
+            "lead · running task×2 · turn 1 · 1.2k tokens"
+        );
+        s.apply(&lead(result("c3", "task")), now);
+        s.apply(&lead(result("c2", "task")), now);
+        // All results in: the next model call is in flight.
+        assert_eq!(s.phase(), LeadPhase::Thinking);
+        assert_eq!(s.lead_line(), "lead · thinking · turn 2 · 1.2k tokens");
+        // Unreported usage still counts the turn.
+        s.apply(&lead(usage("lead", None)), now);
+        assert_eq!(s.lead_line(), "lead · responding · turn 2 · 1.2k tokens");
+    }
+
+    #[test]
+    fn a_task_line_from_started_to_running_to_terminal() {
+        let t0 = Instant::now();
+        let mut s = ViewState::new();
+        s.apply(&lead(run_started()), t0);
+        s.apply(&lead(call("t1", "task")), t0);
+        s.apply(&lead(started("t1", "count lines")), t0);
+        assert_eq!(s.running().len(), 1);
+        let line = |s: &ViewState, secs| task_line(&s.running()[0], t0 + Duration::from_secs(secs));
+        assert_eq!(
+            line(&s, 0),
+            "t1 [general-purpose] count lines · turn 1 · thinking · 0 tokens · 0s"
+        );
+
+        s.apply(
+            &inside("t1", usage("subagent:general-purpose", Some(420))),
+            t0,
+        );
+        let calls = json!({"role": "assistant", "text": "", "tool_calls": [
+            {"id": "a", "name": "glob", "arguments": {}}, {"id": "b", "name": "grep", "arguments": {}}]});
+        s.apply(&inside("t1", running("t1", calls, 420)), t0);
+        assert_eq!(
+            line(&s, 3),
+            "t1 [general-purpose] count lines · turn 1 · glob, grep · 420 tokens · 3s"
+        );
+        let tool = |name: &str| json!({"role": "tool", "text": "x", "tool_call_id": "a", "name": name, "status": "ok"});
+        s.apply(&inside("t1", running("t1", tool("glob"), 420)), t0);
+        assert!(
+            line(&s, 3).contains("turn 1 · glob, grep"),
+            "one result is still out"
+        );
+        s.apply(&inside("t1", running("t1", tool("grep"), 420)), t0);
+        assert_eq!(
+            line(&s, 75),
+            "t1 [general-purpose] count lines · turn 2 · thinking (last: glob, grep) · 420 tokens · 1m15s"
+        );
+        assert_eq!(
+            s.lead_line(),
+            "lead · running task · turn 1 · 420 tokens · 1 running"
+        );
+
+        let done = Event::TaskCompleted {
+            task_id: "t1".into(),
+            result: "r".into(),
+            usage: totals(950),
+            turns: 2,
+            duration_ms: 1340,
+            stop_reason: None,
+        };
+        let printed = s.apply(&lead(done), t0);
+        assert_eq!(
+            printed,
+            Some(Printed::Task(Finished {
+                ending: Ending::Completed,
+                line: "✓ t1 [general-purpose] count lines · 2 turns · 950 tokens · 1.3s".into()
+            }))
+        );
+        assert!(s.running().is_empty());
+        assert_eq!(
+            s.lead_line(),
+            "lead · running task · turn 1 · 420 tokens · 1 done"
+        );
+    }
+
+    #[test]
+    fn queued_tasks_are_counted_on_the_lead_line() {
+        let now = Instant::now();
+        let mut s = ViewState::new();
+        s.apply(&lead(run_started()), now);
+        for i in 0..5 {
+            s.apply(&lead(call(&format!("t{i}"), "task")), now);
+        }
+        s.apply(&lead(started("t0", "a")), now);
+        s.apply(&lead(started("t1", "b")), now);
+        for (i, id) in ["t2", "t3", "t4"].iter().enumerate() {
+            let q = Event::TaskQueued {
+                task_id: (*id).into(),
+                description: "q".into(),
+                subagent_type: "general-purpose".into(),
+                position: i as u32 + 1,
+            };
+            s.apply(&lead(q), now);
+        }
+        assert_eq!(s.queued(), 3);
+        assert!(
+            s.lead_line().ends_with("· 2 running · 3 queued"),
+            "{}",
+            s.lead_line()
+        );
+        assert_eq!(s.more_line(1).as_deref(), Some("… and 1 more running"));
+        assert_eq!(s.more_line(10), None);
+
+        // A queued task starts when a slot frees up.
+        let failed = Event::TaskFailed {
+            task_id: "t0".into(),
+            error: "model error:\nboom".into(),
+            usage: totals(0),
+            turns: 1,
+            duration_ms: 200,
+            stop_reason: None,
+        };
+        let printed = s.apply(&lead(failed), now);
+        assert!(
+            matches!(&printed, Some(Printed::Task(f)) if f.ending == Ending::Failed
+                && f.line == "✗ t0 [general-purpose] a · failed: model error: boom · 0.2s"),
+            "{printed:?}"
+        );
+        s.apply(&lead(started("t2", "q")), now);
+        assert_eq!(s.queued(), 2);
+        // One cancelled while still queued.
+        let cancelled = Event::TaskCancelled {
+            task_id: "t4".into(),
+            error: "run cancelled".into(),
+            usage: totals(0),
+            duration_ms: 0,
+        };
+        let printed = s.apply(&lead(cancelled), now);
+        assert!(
+            matches!(&printed, Some(Printed::Task(f)) if f.line == "⊘ t4 (queued) · cancelled: run cancelled · 0.0s"),
+            "{printed:?}"
+        );
+        let timed_out = Event::TaskTimedOut {
+            task_id: "t1".into(),
+            error: "Execution timed out after 2 seconds".into(),
+            timeout_seconds: 2.0,
+            usage: totals(0),
+            duration_ms: 2004,
+        };
+        let printed = s.apply(&lead(timed_out), now);
+        assert!(
+            matches!(&printed, Some(Printed::Task(f)) if f.ending == Ending::TimedOut
+                && f.line == "⏱ t1 [general-purpose] b · Execution timed out after 2 seconds · 2.0s"),
+            "{printed:?}"
+        );
+        assert!(
+            s.lead_line().ends_with("· 1 running · 1 queued · 3 done"),
+            "{}",
+            s.lead_line()
+        );
+    }
+
+    #[test]
+    fn numbers_read_short() {
+        assert_eq!(tokens(812), "812");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(1_234_567), "1.2M");
+        assert_eq!(elapsed(Duration::from_millis(7_900)), "7s");
+        assert_eq!(elapsed(Duration::from_secs(125)), "2m05s");
+        assert_eq!(seconds(1340), "1.3s");
+        assert_eq!(short("a\nbcdef", 3), "a b…");
+    }
+}
