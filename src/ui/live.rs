@@ -12,8 +12,11 @@ use super::state::{task_line, ViewState};
 
 /// How often the bars are redrawn, at most (events in between only update the state).
 pub const FRAME: Duration = Duration::from_millis(100);
-/// Running sub-agents with a line of their own; more are counted on one line.
+/// Running sub-agents with a line of their own (fewer on a short terminal); more are
+/// counted on one line.
 pub const MAX_TASK_LINES: usize = 10;
+/// Columns left free at the end of each line, so a long one is cut, not wrapped.
+const RIGHT_MARGIN: usize = 1;
 
 pub struct LiveView {
     mp: MultiProgress,
@@ -39,14 +42,15 @@ impl LiveView {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner())
                 .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ")
         };
-        let lead = mp.add(ProgressBar::new_spinner().with_style(style("{spinner} {wide_msg}")));
+        let lead = mp.add(ProgressBar::new_spinner().with_style(style("{spinner} {msg}")));
         let printer = mp.clone();
         crate::logging::set_line_writer(Some(Arc::new(move |line: &str| {
             let _ = printer.println(line);
         })));
+        super::tty::quiet_control_echo();
         Self {
             mp,
-            task_style: style("  {spinner} {wide_msg}"),
+            task_style: style("  {spinner} {msg}"),
             lead,
             tasks: Vec::new(),
             more: None,
@@ -80,11 +84,21 @@ impl LiveView {
         }
         self.last_frame = Some(now);
         self.flush();
+        let (rows, cols) = console::Term::stderr()
+            .size_checked()
+            .map_or((24, 80), |(r, c)| (usize::from(r), usize::from(c)));
+        // The lead's line starts with "⠋ ", a task's with "  ⠋ ".
+        let fit = |s: &str, indent: usize| -> String {
+            let width = cols.saturating_sub(indent + RIGHT_MARGIN).max(10);
+            console::truncate_str(s, width, "…").into_owned()
+        };
         self.lead
-            .set_message(paint(self.color, "1", &state.lead_line()));
+            .set_message(paint(self.color, "1", &fit(&state.lead_line(), 2)));
         self.lead.tick();
 
-        let visible = state.running().iter().take(MAX_TASK_LINES);
+        // The lead, the task lines and "… more" fit the terminal, with a line to spare.
+        let max_tasks = MAX_TASK_LINES.min(rows.saturating_sub(3)).max(1);
+        let visible = state.running().iter().take(max_tasks);
         let want = visible.len();
         while self.tasks.len() > want {
             if let Some(bar) = self.tasks.pop() {
@@ -98,11 +112,12 @@ impl LiveView {
             self.tasks.push(bar);
         }
         for (bar, task) in self.tasks.iter().zip(visible) {
-            bar.set_message(task_line(task, now));
+            bar.set_message(fit(&task_line(task, now), 4));
             bar.tick();
         }
 
-        match (state.more_line(MAX_TASK_LINES), &self.more) {
+        let more = state.more_line(max_tasks).map(|l| fit(&l, 4));
+        match (more, &self.more) {
             (Some(line), Some(bar)) => bar.set_message(paint(self.color, "2", &line)),
             (Some(line), None) => {
                 let bar = self.mp.add(
@@ -124,14 +139,23 @@ impl LiveView {
         self.lead.force_draw();
     }
 
-    /// Prints what is pending, removes the bars and gives stderr back to plain log lines.
+    /// Prints what is pending, removes the bars and gives stderr back to plain log lines
+    /// (and the tty its `^C` echo); idempotent.
     pub fn clear(&mut self) {
         crate::logging::set_line_writer(None);
+        super::tty::restore();
         self.flush();
         for bar in self.tasks.drain(..).chain(self.more.take()) {
             self.mp.remove(&bar);
         }
         self.mp.remove(&self.lead);
         let _ = self.mp.clear();
+    }
+}
+
+impl Drop for LiveView {
+    /// Also on a panic: the terminal is left as it was found.
+    fn drop(&mut self) {
+        self.clear();
     }
 }

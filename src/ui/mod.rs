@@ -4,6 +4,13 @@
 
 mod live;
 pub mod state;
+mod tty;
+
+/// Gives the terminal back as the live view found it; for exits that skip the view's own
+/// cleanup (the second Ctrl-C).
+pub fn restore_terminal() {
+    tty::restore();
+}
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;

@@ -402,9 +402,13 @@ pub fn seconds(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-/// One line of at most `max` characters.
+/// One line of at most `max` characters, control characters (newlines, escapes that would
+/// move the cursor) made spaces.
 pub fn short(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     match one_line.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &one_line[..i]),
         None => one_line,
@@ -706,5 +710,6 @@ mod tests {
         assert_eq!(elapsed(Duration::from_secs(125)), "2m05s");
         assert_eq!(seconds(1340), "1.3s");
         assert_eq!(short("a\nbcdef", 3), "a b…");
+        assert_eq!(short("x\x1b[2Ay", 10), "x [2Ay");
     }
 }
