@@ -206,6 +206,13 @@ pub struct Envelope {
 /// Renders events for a person (the human view); the JSON writer needs none.
 pub trait Renderer: Send {
     fn render(&mut self, env: &Envelope);
+    /// How long to wait for an event before calling `tick` (a live view redraws its
+    /// clocks); `None`: no ticks.
+    fn tick_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// Called when no event came for `tick_interval`.
+    fn tick(&mut self) {}
     /// Called once after the last event, before the writer thread ends.
     fn finish(&mut self) {}
 }
@@ -261,7 +268,7 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
             match output {
                 Output::Json { run_id, on_closed } => write_json(rx, &run_id, on_closed.as_ref()),
                 Output::Human(mut r) => {
-                    for env in rx {
+                    while let Some(env) = next_event(&rx, r.as_mut()) {
                         r.render(&env);
                         if is_last(&env) {
                             break;
@@ -290,6 +297,21 @@ impl EventWriter {
             }
         }
         drained
+    }
+}
+
+/// The next event for a renderer, ticking it while none comes; `None` once every sender
+/// is gone.
+fn next_event(rx: &mpsc::Receiver<Envelope>, r: &mut dyn Renderer) -> Option<Envelope> {
+    loop {
+        let Some(every) = r.tick_interval() else {
+            return rx.recv().ok();
+        };
+        match rx.recv_timeout(every) {
+            Ok(env) => return Some(env),
+            Err(mpsc::RecvTimeoutError::Timeout) => r.tick(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+        }
     }
 }
 

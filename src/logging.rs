@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, RwLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -16,6 +16,18 @@ pub enum Level {
 
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Warn as u8);
 static TRACE: OnceLock<String> = OnceLock::new();
+
+/// Writes one log line (without its newline) instead of stderr; see `set_line_writer`.
+pub type LineWriter = Arc<dyn Fn(&str) + Send + Sync>;
+static WRITER: RwLock<Option<LineWriter>> = RwLock::new(None);
+
+/// Routes log lines through `w` (the live view prints them above its bars, so they do not
+/// tear them), or back to plain stderr with `None`.
+pub fn set_line_writer(w: Option<LineWriter>) {
+    if let Ok(mut slot) = WRITER.write() {
+        *slot = w;
+    }
+}
 
 /// Reads the level from the environment and fixes the trace id for this process.
 pub fn init(trace_id: &str) {
@@ -65,10 +77,17 @@ pub fn log(level: Level, msg: &str) {
         Level::Trace => "TRACE",
     };
     let line = match TRACE.get() {
-        Some(t) => format!("[trace={t}] {name} {msg}\n"),
-        None => format!("{name} {msg}\n"),
+        Some(t) => format!("[trace={t}] {name} {msg}"),
+        None => format!("{name} {msg}"),
     };
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    // Cloned out so the lock is not held while writing.
+    let writer = WRITER.read().ok().and_then(|w| w.clone());
+    match writer {
+        Some(w) => w(&line),
+        None => {
+            let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+        }
+    }
 }
 
 pub fn warn(msg: &str) {

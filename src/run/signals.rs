@@ -29,6 +29,7 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
                 seen += 1;
                 if seen > 1 && cause == StopCause::Sigint {
                     workspace.processes().kill_all();
+                    crate::ui::restore_terminal();
                     std::process::exit(EXIT_SIGINT);
                 }
                 control.stop(cause);
