@@ -287,16 +287,21 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
 }
 
 impl EventWriter {
-    /// Waits for the writer to drain, at most `deadline` (a reader that stopped reading
-    /// must not keep the process alive). Returns false when the deadline passed.
-    pub fn finish(mut self, deadline: Duration) -> bool {
-        let drained = self.done.recv_timeout(deadline).is_ok();
-        if drained {
-            if let Some(h) = self.handle.take() {
-                let _ = h.join();
+    /// Waits for the writer to drain. Checks `give_up` every 50 ms while it waits (a
+    /// reader that stopped reading must not keep a signalled process alive). Returns false
+    /// when it gave up.
+    pub fn finish(mut self, give_up: impl Fn() -> bool) -> bool {
+        loop {
+            match self.done.recv_timeout(Duration::from_millis(50)) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) if give_up() => return false,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
-        drained
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        true
     }
 }
 

@@ -81,25 +81,42 @@ pub async fn execute(spec: RunSpec) -> i32 {
         artifacts: artifacts.lock().map(|a| a.clone()).unwrap_or_default(),
     });
     drop(events);
-    let drained = writer.finish(drain_deadline(&control));
+    let give_up_at = drain_deadline(&control);
+    let drained = writer.finish(|| {
+        give_up_at.is_some_and(|t| Instant::now() >= t) || signalled_deadline_passed(&control)
+    });
+    if !drained {
+        crate::logging::warn("stdout is not being read: exiting without writing the last events");
+        // A signal that cut the drain short decides the exit code, as it would have
+        // decided `run_completed` had it come earlier.
+        code = exit_code(status, control.cause(), &tasks);
+    }
     finish_outputs(&spec, status, final_message.as_deref());
-    if stdout_closed.load(Ordering::SeqCst)
-        || (!drained && control.cause() == Some(StopCause::StdoutClosed))
-    {
+    if stdout_closed.load(Ordering::SeqCst) {
         code = EXIT_SIGPIPE;
     }
     code
 }
 
-/// How long the writer may take to drain: 2 s, but a signal's whole stop must fit in 2 s
-/// (contract §8), so then only what is left of that (a stalled reader loses the tail).
-fn drain_deadline(control: &RunControl) -> Duration {
+/// Until when the writer may drain. A run that ends normally waits for its reader however
+/// slow (`run_completed` must be written); after a signal the whole stop must fit in 2 s
+/// (contract §8), and after `--timeout` the drain gets 2 s more.
+fn drain_deadline(control: &RunControl) -> Option<Instant> {
     match control.stopped() {
         Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) => {
-            (at + SIGNAL_STOP).saturating_duration_since(Instant::now())
+            Some(at + SIGNAL_STOP)
         }
-        _ => Duration::from_secs(2),
+        Some((StopCause::Timeout, _)) => Some(Instant::now() + Duration::from_secs(2)),
+        _ => None,
     }
+}
+
+/// A signal that arrives while the writer drains starts the same 2 s bound.
+fn signalled_deadline_passed(control: &RunControl) -> bool {
+    matches!(
+        control.stopped(),
+        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) if Instant::now() >= at + SIGNAL_STOP
+    )
 }
 
 fn output_for(

@@ -325,3 +325,26 @@ async fn record_writes_a_cassette_that_replays_the_same_run() {
     assert_eq!(again.completed()["usage"]["total_tokens"], 10);
     assert_eq!(again.first("tool_call")["call_id"], "c1");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_reader_still_gets_run_completed() {
+    use tokio::io::AsyncReadExt;
+    let ws = workspace();
+    // A big final answer fills the pipe; the reader only starts after 3 s.
+    let big = "x".repeat(2_000_000);
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": big}]}));
+    let mut child = deerflow(["run", "--json", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .command()
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let mut text = String::new();
+    stdout.read_to_string(&mut text).await.unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_completed");
+    assert_eq!(last["final_message"].as_str().unwrap().len(), 2_000_000);
+}
