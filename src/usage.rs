@@ -17,9 +17,10 @@ pub struct UsageTotals {
 
 impl UsageTotals {
     pub fn add(&mut self, u: &Usage) {
-        self.input_tokens += u.input_tokens;
-        self.output_tokens += u.output_tokens;
-        self.total_tokens += u.total_tokens;
+        // Saturating: a provider reporting absurd numbers must not wrap the totals around.
+        self.input_tokens = self.input_tokens.saturating_add(u.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(u.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(u.total_tokens);
     }
 }
 
@@ -77,24 +78,27 @@ impl Ledger {
             } else {
                 g.subagents.add(u);
             }
-            *g.cached_by_model.entry(model.to_string()).or_default() +=
-                u.cache_read_tokens.unwrap_or(0);
+            let cached = g.cached_by_model.entry(model.to_string()).or_default();
+            *cached = cached.saturating_add(u.cache_read_tokens.unwrap_or(0));
         }
-        g.lead.total_tokens + g.subagents.total_tokens
+        g.lead.total_tokens.saturating_add(g.subagents.total_tokens)
     }
 
     pub fn total_tokens(&self) -> u64 {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.lead.total_tokens + g.subagents.total_tokens
+        g.lead.total_tokens.saturating_add(g.subagents.total_tokens)
     }
 
     pub fn snapshot(&self) -> RunUsage {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let cost_usd = self.cost(&g);
         RunUsage {
-            input_tokens: g.lead.input_tokens + g.subagents.input_tokens,
-            output_tokens: g.lead.output_tokens + g.subagents.output_tokens,
-            total_tokens: g.lead.total_tokens + g.subagents.total_tokens,
+            input_tokens: g.lead.input_tokens.saturating_add(g.subagents.input_tokens),
+            output_tokens: g
+                .lead
+                .output_tokens
+                .saturating_add(g.subagents.output_tokens),
+            total_tokens: g.lead.total_tokens.saturating_add(g.subagents.total_tokens),
             lead: g.lead,
             subagents: g.subagents,
             by_model: g.by_model.clone(),
@@ -177,6 +181,22 @@ mod tests {
         assert_eq!(l.snapshot().cost_usd, Some(2.0));
         l.record(false, "b", Some(&u(1, 1)));
         assert_eq!(l.snapshot().cost_usd, None);
+    }
+
+    #[test]
+    fn absurd_usage_saturates_instead_of_wrapping() {
+        let l = Ledger::default();
+        let huge = Usage {
+            input_tokens: u64::MAX,
+            output_tokens: 1,
+            total_tokens: u64::MAX,
+            cache_read_tokens: Some(u64::MAX),
+        };
+        l.record(true, "m", Some(&huge));
+        l.record(false, "m", Some(&huge));
+        let s = l.snapshot();
+        assert_eq!(s.total_tokens, u64::MAX);
+        assert_eq!(s.by_model["m"].input_tokens, u64::MAX);
     }
 
     #[test]

@@ -369,14 +369,16 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
 /// cache-writing parts separately from the uncached rest.
 fn convert_usage(usage: &WireUsage) -> Usage {
     let read = usage.cache_read_input_tokens;
-    let input = usage.input_tokens.unwrap_or(0)
-        + read.unwrap_or(0)
-        + usage.cache_creation_input_tokens.unwrap_or(0);
+    let input = usage
+        .input_tokens
+        .unwrap_or(0)
+        .saturating_add(read.unwrap_or(0))
+        .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0));
     let output = usage.output_tokens.unwrap_or(0);
     Usage {
         input_tokens: input,
         output_tokens: output,
-        total_tokens: input + output,
+        total_tokens: input.saturating_add(output),
         cache_read_tokens: read,
     }
 }

@@ -328,7 +328,7 @@ fn convert_usage(usage: &WireUsage) -> Usage {
     Usage {
         input_tokens: input,
         output_tokens: output,
-        total_tokens: usage.total_tokens.unwrap_or(input + output),
+        total_tokens: usage.total_tokens.unwrap_or(input.saturating_add(output)),
         cache_read_tokens: usage
             .prompt_tokens_details
             .as_ref()

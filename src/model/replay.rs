@@ -142,17 +142,19 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
     let tool_calls = tool_calls
         .iter()
         .enumerate()
-        .map(|(i, c)| ToolCall {
-            id: c.id.clone().unwrap_or_else(|| generated_id(req, i)),
-            name: c.name.clone(),
-            arguments: c.arguments.clone(),
-            invalid_arguments: None,
+        .map(|(i, c)| {
+            let id = c.id.clone().unwrap_or_else(|| generated_id(req, i));
+            // Arguments that are not an object are what a model sends as broken JSON: the
+            // tool answers with an error, exactly as for a provider's stream.
+            ToolCall::from_raw(id, c.name.clone(), &c.arguments.to_string())
         })
         .collect::<Vec<_>>();
     let usage = r.usage.as_ref().map(|u| Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,
-        total_tokens: u.total_tokens.unwrap_or(u.input_tokens + u.output_tokens),
+        total_tokens: u
+            .total_tokens
+            .unwrap_or(u.input_tokens.saturating_add(u.output_tokens)),
         cache_read_tokens: u.cache_read_tokens,
     });
     let finish = if tool_calls.is_empty() {
@@ -364,6 +366,25 @@ mod tests {
             m.complete(&req(d, 0), &ctx).await.unwrap().text.as_deref(),
             Some("done")
         );
+    }
+
+    #[tokio::test]
+    async fn arguments_that_are_not_an_object_are_invalid() {
+        let c: Cassette = serde_json::from_value(json!({"version": 1, "lead": [{"tool_calls": [
+            {"name": "ls", "arguments": [1, 2]}, {"name": "ls", "arguments": null}, {"name": "ls"}]}]}))
+        .unwrap();
+        let m = ReplayModel::new(c, "c");
+        let r = m
+            .complete(
+                &req(AgentId::Lead, 0),
+                &CallContext::new(CancellationToken::new()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.tool_calls[0].invalid_arguments.as_deref(), Some("[1,2]"));
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert!(r.tool_calls[1].invalid_arguments.is_some());
+        assert_eq!(r.tool_calls[2].invalid_arguments, None);
     }
 
     #[tokio::test]

@@ -108,7 +108,7 @@ impl ViewState {
             (Event::RunStarted { .. }, _) => self.phase = Some(LeadPhase::Thinking),
             (Event::Usage { total_tokens, .. }, task) => {
                 let n = total_tokens.unwrap_or(0);
-                self.run_tokens += n;
+                self.run_tokens = self.run_tokens.saturating_add(n);
                 match task {
                     None => {
                         self.lead_turns += 1;
@@ -117,7 +117,7 @@ impl ViewState {
                     Some(id) => {
                         if let Some(t) = self.task_mut(id) {
                             t.turns += 1;
-                            t.tokens += n;
+                            t.tokens = t.tokens.saturating_add(n);
                         }
                     }
                 }
