@@ -4,6 +4,7 @@
 
 mod signals;
 mod spec;
+mod stdout_watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,7 +39,15 @@ pub async fn execute(spec: RunSpec) -> i32 {
     // Handlers first: a consumer that signals as soon as it sees `run_started` must get
     // `run_completed`, not the default disposition.
     signals::watch(control.clone(), spec.workspace.clone());
-    let (events, writer) = start_writer(output_for(&spec, &run_id, &control, &stdout_closed));
+    let on_closed: Arc<dyn Fn() + Send + Sync> = {
+        let (control, closed) = (control.clone(), stdout_closed.clone());
+        Arc::new(move || {
+            closed.store(true, Ordering::SeqCst);
+            control.stop(StopCause::StdoutClosed);
+        })
+    };
+    stdout_watch::watch(on_closed.clone());
+    let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(code, message.clone()));
@@ -119,19 +128,7 @@ fn signalled_deadline_passed(control: &RunControl) -> bool {
     )
 }
 
-fn output_for(
-    spec: &RunSpec,
-    run_id: &str,
-    control: &Arc<RunControl>,
-    closed: &Arc<AtomicBool>,
-) -> Output {
-    let on_closed: Arc<dyn Fn() + Send + Sync> = {
-        let (control, closed) = (control.clone(), closed.clone());
-        Arc::new(move || {
-            closed.store(true, Ordering::SeqCst);
-            control.stop(StopCause::StdoutClosed);
-        })
-    };
+fn output_for(spec: &RunSpec, run_id: &str, on_closed: Arc<dyn Fn() + Send + Sync>) -> Output {
     if spec.json {
         Output::Json {
             run_id: run_id.to_string(),

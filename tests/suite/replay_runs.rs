@@ -348,3 +348,29 @@ async fn a_slow_reader_still_gets_run_completed() {
     assert_eq!(last["type"], "run_completed");
     assert_eq!(last["final_message"].as_str().unwrap().len(), 2_000_000);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn human_mode_notices_a_closed_stdout_while_waiting_for_the_model() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"text": "late", "delay_ms": 20000}]}),
+    );
+    let t0 = std::time::Instant::now();
+    let mut child = deerflow(["run", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .command()
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("run went on")
+        .unwrap();
+    assert_eq!(status.code(), Some(141));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t0.elapsed()
+    );
+}
