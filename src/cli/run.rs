@@ -45,6 +45,8 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     let cwd = std::env::current_dir()
         .map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
     let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
+    check_output_path("--output-last-message", args.output_last_message.as_deref())?;
+    check_output_path("--record", args.record.as_deref())?;
     // Usage errors outrank configuration errors (§4), so the prompt is checked first.
     let prompt = read_prompt(&args)?;
     let loaded = config::load(&config::LoadOptions {
@@ -170,6 +172,38 @@ fn named_by(e: Early, key: &str) -> Early {
         }
         other => other,
     }
+}
+
+/// A file the run will write at its end must be writable before the run starts: finding
+/// out after `run_completed` would leave a pipeline with exit 0 and no file.
+fn check_output_path(flag: &str, path: Option<&Path>) -> Result<(), Early> {
+    let Some(path) = path else { return Ok(()) };
+    if path.is_dir() {
+        return Err(Early::Usage(format!(
+            "{flag} {} is a directory; give a file path",
+            path.display()
+        )));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(Early::Usage(format!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    let probe = tempfile::NamedTempFile::new_in(parent);
+    if let Err(e) = probe {
+        return Err(Early::Usage(format!(
+            "{flag} {}: cannot write in {}: {e}",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
 }
 
 fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {

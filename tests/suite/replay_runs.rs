@@ -374,3 +374,25 @@ async fn human_mode_notices_a_closed_stdout_while_waiting_for_the_model() {
         t0.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_files_that_cannot_be_written_are_usage_errors_before_the_run() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
+    let dir = ws.path().to_str().unwrap().to_string();
+    let missing = ws.path().join("no/such/dir/out.txt");
+    for args in [
+        vec!["-o", dir.as_str()],
+        vec!["--record", missing.to_str().unwrap()],
+    ] {
+        let mut all = vec!["run", "--json", "-m"];
+        let m = model_arg(&c);
+        all.push(&m);
+        all.extend(args.iter().copied());
+        all.push("q");
+        let out = deerflow(all).cwd(ws.path()).output().await;
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stdout.is_empty());
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    }
+}
