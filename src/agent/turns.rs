@@ -174,16 +174,10 @@ fn retry_warning(n: &RetryNotice) -> Event {
         "status".into(),
         n.status.map(Value::from).unwrap_or(Value::Null),
     );
-    let status = n
-        .status
-        .map(|s| format!("HTTP {s}"))
-        .unwrap_or_else(|| "connection error".into());
+    // The notice's message already names the provider and the status.
     Event::Warning {
         code: "model_retry".into(),
-        message: format!(
-            "model call failed ({status}: {}); retry {} in {} ms",
-            n.message, n.attempt, n.delay_ms
-        ),
+        message: format!("{}; retry {} in {} ms", n.message, n.attempt, n.delay_ms),
         extra,
     }
 }

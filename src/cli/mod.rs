@@ -46,17 +46,16 @@ fn clap_error(e: clap::Error) -> i32 {
         }
         _ => {
             let rendered = e.render().to_string();
-            let first = rendered
+            // clap's message spans lines (the missing arguments, possible values, a tip);
+            // everything before the usage block is joined into the one line.
+            let msg = rendered
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid usage");
-            let mut msg = first.trim().trim_start_matches("error: ").to_string();
-            // Keep clap's hints (possible values, tips) on the same line.
-            for hint in rendered.lines().skip(1).map(str::trim) {
-                if hint.starts_with("[possible values") || hint.starts_with("tip:") {
-                    msg.push_str(&format!(" {hint}"));
-                }
-            }
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let msg = msg.trim_start_matches("error: ").to_string();
             usage_error(&msg)
         }
     }
