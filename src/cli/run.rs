@@ -47,6 +47,12 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
     check_output_path("--output-last-message", args.output_last_message.as_deref())?;
     check_output_path("--record", args.record.as_deref())?;
+    if let Some(dir) = args.skills.as_deref().filter(|d| !cwd.join(d).is_dir()) {
+        return Err(Early::Usage(format!(
+            "--skills {} is not a directory",
+            dir.display()
+        )));
+    }
     // Usage errors outrank configuration errors (§4), so the prompt is checked first.
     let prompt = read_prompt(&args)?;
     let loaded = config::load(&config::LoadOptions {
@@ -71,9 +77,12 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
     };
     let lead_name = config::model_choice(args.model.as_deref(), cfg)?;
     let lead = models.build(&lead_name)?;
+    // Ignored keys and entries the config names but deerflow sets aside (a duplicate model
+    // name) are both `config_ignored`.
     let mut warnings: Vec<(String, String)> = loaded
         .ignored_warning()
         .into_iter()
+        .chain(loaded.warnings.iter().cloned())
         .map(|m| ("config_ignored".to_string(), m))
         .collect();
     let skills_dir = args

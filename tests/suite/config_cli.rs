@@ -797,3 +797,41 @@ async fn a_custom_agent_cannot_take_a_built_in_name() {
         .collect();
     assert_eq!(ignored.len(), 2, "{:?}", out.of_type("warning"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_model_name_is_a_warning_in_the_run_and_bad_skills_dir_a_usage_error() {
+    let dir = workspace();
+    let c = answer(dir.path(), "ok");
+    let cfg = write(
+        dir.path(),
+        "deerflow.yaml",
+        &format!("models:\n  - {{name: m, use: replay, cassette: '{0}'}}\n  - {{name: m, use: replay, cassette: '{0}'}}\n", s(&c)),
+    );
+    let out = deerflow(["-c", s(&cfg), "run", "--json", "hi"])
+        .cwd(dir.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let w = out.of_type("warning");
+    assert!(
+        w.iter().any(|w| w["code"] == "config_ignored"
+            && w["message"]
+                .as_str()
+                .unwrap()
+                .contains("duplicate model name")),
+        "{w:?}"
+    );
+    let bad = deerflow([
+        "-c",
+        s(&cfg),
+        "run",
+        "--skills",
+        "/nonexistent/skills",
+        "hi",
+    ])
+    .cwd(dir.path())
+    .text()
+    .await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert_eq!(bad.stderr.lines().count(), 1);
+}
