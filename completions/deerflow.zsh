@@ -49,7 +49,7 @@ _arguments "${_arguments_options[@]}" : \
 '-o+[Write the final answer to FILE (only when the run completed)]:FILE:_files' \
 '--output-last-message=[Write the final answer to FILE (only when the run completed)]:FILE:_files' \
 '--record=[Write every model response of this run to a replay cassette]:FILE:_files' \
-'*--set=[Override a config key by dotted path (subagents.timeout_seconds=60); repeatable]:KEY=VALUE:_default' \
+'*--set=[Override a config key by dotted path (subagents.timeout_seconds=60, models\[0\].model=x); an empty VALUE or null restores the default; repeatable]:KEY=VALUE:_default' \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \

@@ -149,7 +149,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
-    /// Override a config key by dotted path (subagents.timeout_seconds=60); repeatable
+    /// Override a config key by dotted path (subagents.timeout_seconds=60, models[0].model=x);
+    /// an empty VALUE or null restores the default; repeatable
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::config::parse_set)]
     pub set: Vec<crate::config::SetOverride>,
 

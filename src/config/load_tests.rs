@@ -311,3 +311,105 @@ fn ranges_are_checked() {
         "{e}"
     );
 }
+
+#[test]
+fn zero_turns_and_non_positive_timeouts_are_config_errors() {
+    let cases = [
+        ("subagents: {max_turns: 0}", "subagents.max_turns: expected at least 1, found 0 (line 1 of"),
+        (
+            "subagents:\n  agents: {bash: {max_turns: 0}}",
+            "subagents.agents.bash.max_turns: expected at least 1, found 0 (line 2 of",
+        ),
+        (
+            "subagents:\n  custom_agents:\n    r: {description: d, system_prompt: p, max_turns: 0}",
+            "subagents.custom_agents.r.max_turns: expected at least 1, found 0 (line 3 of",
+        ),
+        (
+            "subagents: {timeout_seconds: 0}",
+            "subagents.timeout_seconds: expected a positive number of seconds, found 0 (line 1 of",
+        ),
+        (
+            "subagents:\n  agents: {general-purpose: {timeout_seconds: -5}}",
+            "subagents.agents.general-purpose.timeout_seconds: expected a positive number of seconds, found -5 (line 2 of",
+        ),
+        (
+            "subagents:\n  custom_agents:\n    r: {description: d, system_prompt: p, timeout_seconds: 0.0}",
+            "subagents.custom_agents.r.timeout_seconds: expected a positive number of seconds, found 0 (line 3 of",
+        ),
+    ];
+    for (text, want) in cases {
+        let problems = load_text(text, &[], &Env::empty())
+            .expect_err(text)
+            .problems();
+        assert_eq!(problems.len(), 1, "{text}: {problems:?}");
+        assert!(problems[0].starts_with(want), "{text}: {}", problems[0]);
+    }
+}
+
+#[test]
+fn custom_agent_names_are_letters_digits_dash_underscore() {
+    let agent = "{description: d, system_prompt: p}";
+    for good in ["rev", "code-review_2", "R2D2"] {
+        let text = format!("subagents:\n  custom_agents:\n    {good}: {agent}\n");
+        assert!(load_text(&text, &[], &Env::empty()).is_ok(), "{good}");
+    }
+    for bad in ["\"\"", "\"code review\"", "a.b", "\"x/y\"", "ünï"] {
+        let text = format!("subagents:\n  custom_agents:\n    {bad}: {agent}\n");
+        let problems = load_text(&text, &[], &Env::empty())
+            .expect_err(bad)
+            .problems();
+        assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+        assert!(
+            problems[0].starts_with("subagents.custom_agents: agent name "),
+            "{bad}: {}",
+            problems[0]
+        );
+        assert!(problems[0].contains("(line 3 of"), "{bad}: {}", problems[0]);
+    }
+}
+
+#[test]
+fn unknown_and_lead_only_tools_of_a_custom_agent_are_warnings() {
+    let text = "subagents:\n  custom_agents:\n    r:\n      description: d\n      system_prompt: p\n      tools: [read_file, grpe, task, present_files, bash]\n";
+    let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    assert_eq!(
+        loaded.warnings,
+        [
+            "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, \
+             write_file, str_replace, glob, grep, bash)",
+            "subagents.custom_agents.r.tools: lead-only tools are always removed from \
+             sub-agents: task, present_files",
+        ]
+    );
+}
+
+#[test]
+fn set_with_an_empty_value_restores_the_default() {
+    let text = "subagents: {max_concurrent: 5, timeout_seconds: 60}\n";
+    let loaded = load_text(
+        text,
+        &[
+            "subagents.max_concurrent=",
+            "subagents.timeout_seconds=null",
+        ],
+        &Env::empty(),
+    )
+    .unwrap();
+    assert_eq!(loaded.config.subagents.max_concurrent, 3);
+    assert_eq!(loaded.config.subagents.timeout_seconds, 1800.0);
+    assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+}
+
+#[test]
+fn set_accepts_bracket_indexes() {
+    let text = "models: [{name: a, model: x}, {name: b, model: y}]\n";
+    let loaded = load_text(
+        text,
+        &["models[1].model=z", "models[0].name=first"],
+        &Env::empty(),
+    )
+    .unwrap();
+    assert_eq!(loaded.config.models[1].model.as_deref(), Some("z"));
+    assert_eq!(loaded.config.models[0].name, "first");
+    assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+}

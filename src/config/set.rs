@@ -17,8 +17,9 @@ impl SetOverride {
     }
 }
 
-/// Parses `KEY=VALUE`. VALUE is read as a YAML scalar or flow value (`60` is an integer,
-/// `[a, b]` a list); an empty VALUE is `null`, which restores the default.
+/// Parses `KEY=VALUE`. KEY is dotted; a list index is a number segment (`models.0.model`)
+/// or a bracket (`models[0].model`). VALUE is read as a YAML scalar or flow value (`60` is
+/// an integer, `[a, b]` a list); an empty VALUE is `null`, which restores the default.
 pub fn parse_set(s: &str) -> Result<SetOverride, String> {
     let Some((key, raw)) = s.split_once('=') else {
         return Err(format!(
@@ -29,9 +30,14 @@ pub fn parse_set(s: &str) -> Result<SetOverride, String> {
     if key.is_empty() {
         return Err(format!("--set {s:?}: the key before '=' is empty"));
     }
-    let path: Vec<String> = key.split('.').map(|p| p.trim().to_string()).collect();
-    if path.iter().any(String::is_empty) {
-        return Err(format!("--set {s:?}: empty segment in key {key:?}"));
+    let mut path = Vec::new();
+    for segment in key.split('.').map(str::trim) {
+        if segment.is_empty() {
+            return Err(format!("--set {s:?}: empty segment in key {key:?}"));
+        }
+        split_indexes(segment, &mut path).ok_or_else(|| {
+            format!("--set {s:?}: malformed index in key {key:?} (use models[0] or models.0)")
+        })?;
     }
     let value = serde_yaml_ng::from_str::<Value>(raw).map_err(|e| {
         format!(
@@ -40,6 +46,25 @@ pub fn parse_set(s: &str) -> Result<SetOverride, String> {
         )
     })?;
     Ok(SetOverride { path, value })
+}
+
+/// `models[0][1]` → `models`, `0`, `1`, so the bracket form reads like the key paths in
+/// error messages instead of becoming an unknown key `models[0]`. `None` when malformed.
+fn split_indexes(segment: &str, path: &mut Vec<String>) -> Option<()> {
+    let (name, mut rest) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+    if name.is_empty() || name.contains(']') {
+        return None;
+    }
+    path.push(name.to_string());
+    while !rest.is_empty() {
+        let (index, after) = rest.strip_prefix('[')?.split_once(']')?;
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        path.push(index.to_string());
+        rest = after;
+    }
+    Some(())
 }
 
 fn one_line(s: &str) -> String {
@@ -127,6 +152,12 @@ mod tests {
                 Value::from("gpt-4o"),
             ),
             ("a=", &["a"], Value::Null),
+            (
+                "models[0].name=x",
+                &["models", "0", "name"],
+                Value::from("x"),
+            ),
+            ("a[1][2].b=1", &["a", "1", "2", "b"], Value::from(1)),
             (" a.b =2", &["a", "b"], Value::from(2)),
         ];
         for (input, path, value) in cases {
@@ -138,7 +169,10 @@ mod tests {
 
     #[test]
     fn parse_malformed() {
-        for bad in ["novalue", "=1", " =1", "a..b=1", "a.=1", "a=[1,", "a={x"] {
+        for bad in [
+            "novalue", "=1", " =1", "a..b=1", "a.=1", "a=[1,", "a={x", "a[x]=1", "a[0=1", "a]=1",
+            "[0]=1", "a[]=1", "a[0]b=1",
+        ] {
             let err = parse_set(bad).expect_err(bad);
             assert!(!err.contains('\n'), "{err}");
             assert!(err.starts_with("--set"), "{err}");

@@ -6,10 +6,12 @@ use super::decode::Problem;
 use super::deerflow::normalize_sandbox;
 use super::keypath::KeyPath;
 use super::schema::Config;
+use crate::subagent::LEAD_ONLY_TOOLS;
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     validate_models(cfg, problems, warnings);
     validate_subagents(cfg, problems);
+    validate_custom_agents(cfg, problems, warnings);
     validate_sandbox(cfg, problems);
     let top = KeyPath::root();
     let ld = &cfg.loop_detection;
@@ -63,17 +65,42 @@ fn validate_subagents(cfg: &Config, problems: &mut Vec<Problem>) {
         problems,
     );
     seconds(s.timeout_seconds, &at.key("timeout_seconds"), problems);
+    turns(s.max_turns, &at.key("max_turns"), problems);
     for (name, o) in &s.agents {
+        let here = at.key("agents").key(name);
         if let Some(t) = o.timeout_seconds {
-            seconds(
-                t,
-                &at.key("agents").key(name).key("timeout_seconds"),
-                problems,
-            );
+            seconds(t, &here.key("timeout_seconds"), problems);
         }
+        turns(o.max_turns, &here.key("max_turns"), problems);
     }
-    for (name, a) in &s.custom_agents {
-        let here = at.key("custom_agents").key(name);
+}
+
+/// Tools a custom agent's `tools:` may name (what `standard_tools` can hold).
+const SUBAGENT_TOOLS: [&str; 7] = [
+    "ls",
+    "read_file",
+    "write_file",
+    "str_replace",
+    "glob",
+    "grep",
+    "bash",
+];
+
+fn validate_custom_agents(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
+    let at = KeyPath::root().key("subagents").key("custom_agents");
+    for (name, a) in &cfg.subagents.custom_agents {
+        // The name becomes a `subagent_type` value the model must spell back, and appears
+        // in events and logs: keep it to one plain word.
+        if !is_agent_name(name) {
+            problems.push((
+                at.clone(),
+                format!(
+                    "agent name {name:?} must be non-empty and use only ASCII letters, digits, \
+                     '-' and '_'"
+                ),
+            ));
+        }
+        let here = at.key(name);
         if a.description.trim().is_empty() {
             problems.push((here.key("description"), "must not be empty".into()));
         }
@@ -83,6 +110,42 @@ fn validate_subagents(cfg: &Config, problems: &mut Vec<Problem>) {
         if let Some(t) = a.timeout_seconds {
             seconds(t, &here.key("timeout_seconds"), problems);
         }
+        turns(a.max_turns, &here.key("max_turns"), problems);
+        if let Some(tools) = &a.tools {
+            warn_about_tools(tools, &here.key("tools"), warnings);
+        }
+    }
+}
+
+fn is_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A misspelt tool only narrows the agent's tool set, and a lead-only tool is removed
+/// anyway, so both are warnings: the agent still runs.
+fn warn_about_tools(tools: &[String], at: &KeyPath, warnings: &mut Vec<String>) {
+    let lead_only: Vec<&str> = tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| LEAD_ONLY_TOOLS.contains(t))
+        .collect();
+    for tool in tools {
+        let tool = tool.as_str();
+        if !SUBAGENT_TOOLS.contains(&tool) && !LEAD_ONLY_TOOLS.contains(&tool) {
+            warnings.push(format!(
+                "{at}: unknown tool '{tool}' (known: {})",
+                SUBAGENT_TOOLS.join(", ")
+            ));
+        }
+    }
+    if !lead_only.is_empty() {
+        warnings.push(format!(
+            "{at}: lead-only tools are always removed from sub-agents: {}",
+            lead_only.join(", ")
+        ));
     }
 }
 
@@ -121,8 +184,29 @@ fn in_range(v: u32, lo: u32, hi: u32, at: &KeyPath, problems: &mut Vec<Problem>)
     }
 }
 
+/// `max_turns`, when set, must allow at least one model call.
+fn turns(v: Option<u32>, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if let Some(v) = v {
+        at_least_one(u64::from(v), at, problems);
+    }
+}
+
 fn at_least_one(v: u64, at: &KeyPath, problems: &mut Vec<Problem>) {
     if v == 0 {
         problems.push((at.clone(), "expected at least 1, found 0".into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subagent_tools_are_the_standard_tools() {
+        let names: Vec<String> = crate::tools::standard_tools(true)
+            .iter()
+            .map(|t| t.spec().name)
+            .collect();
+        assert_eq!(names, SUBAGENT_TOOLS);
     }
 }

@@ -187,6 +187,8 @@ pub struct AnthropicAssembler {
     blocks: BTreeMap<u64, Block>,
     usage: Option<WireUsage>,
     stop_reason: Option<String>,
+    /// Bytes of text and tool input so far (the response size limit).
+    kept: usize,
 }
 
 impl Assembler for AnthropicAssembler {
@@ -260,6 +262,10 @@ impl Assembler for AnthropicAssembler {
         assembler.stop_reason = value["stop_reason"].as_str().map(str::to_string);
         assembler.finish(Flow::Done)
     }
+
+    fn kept_bytes(&self) -> usize {
+        self.kept
+    }
 }
 
 impl AnthropicAssembler {
@@ -313,7 +319,11 @@ impl AnthropicAssembler {
         let index = value["index"].as_u64().unwrap_or(self.blocks.len() as u64);
         let block = &value["content_block"];
         let new = match block["type"].as_str() {
-            Some("text") => Block::Text(block["text"].as_str().unwrap_or_default().to_string()),
+            Some("text") => {
+                let text = block["text"].as_str().unwrap_or_default();
+                self.kept += text.len();
+                Block::Text(text.to_string())
+            }
             Some("tool_use") => Block::ToolUse {
                 id: block["id"].as_str().unwrap_or_default().to_string(),
                 name: block["name"].as_str().unwrap_or_default().to_string(),
@@ -336,10 +346,14 @@ impl AnthropicAssembler {
         };
         match (block, delta["type"].as_str()) {
             (Block::Text(text), Some("text_delta")) => {
-                text.push_str(delta["text"].as_str().unwrap_or_default());
+                let piece = delta["text"].as_str().unwrap_or_default();
+                self.kept += piece.len();
+                text.push_str(piece);
             }
             (Block::ToolUse { json, .. }, Some("input_json_delta")) => {
-                json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                let piece = delta["partial_json"].as_str().unwrap_or_default();
+                self.kept += piece.len();
+                json.push_str(piece);
             }
             // Thinking, signature and citation deltas carry nothing deerflow keeps.
             _ => {}
@@ -748,5 +762,22 @@ mod tests {
             "anthropic returned HTTP 401: invalid x-api-key [redacted]"
         );
         assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+    #[tokio::test]
+    async fn a_response_over_32_mib_is_a_stream_error() {
+        let start = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\
+                     \"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+        let delta = format!(
+            "event: content_block_delta\ndata: {}\n\n",
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": "b".repeat(1 << 20)}})
+        );
+        let body = format!("{start}{}", delta.repeat(33));
+        let err = parse_cut(&body, &[]).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "anthropic stream error: the response is too large (over 32 MiB of text and \
+             tool-call arguments)"
+        );
     }
 }

@@ -196,6 +196,8 @@ pub struct OpenAiAssembler {
     last_call: Option<u64>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// Bytes of text and arguments so far (the response size limit).
+    kept: usize,
 }
 
 impl Assembler for OpenAiAssembler {
@@ -261,6 +263,10 @@ impl Assembler for OpenAiAssembler {
         assembler.take_chunk(chunk)?;
         assembler.finish(Flow::Done)
     }
+
+    fn kept_bytes(&self) -> usize {
+        self.kept
+    }
 }
 
 impl OpenAiAssembler {
@@ -288,6 +294,7 @@ impl OpenAiAssembler {
         }
         let Some(delta) = choice.delta else { return };
         if let Some(text) = delta.content {
+            self.kept += text.len();
             self.text.push_str(&text);
         }
         for call in delta.tool_calls.unwrap_or_default() {
@@ -317,6 +324,7 @@ impl OpenAiAssembler {
             }
         }
         if let Some(arguments) = function.arguments {
+            self.kept += arguments.len();
             call.arguments.push_str(&arguments);
         }
     }
@@ -962,5 +970,35 @@ mod tests {
             }
         );
         hold.abort();
+    }
+    /// `count` chunks of `piece`-sized content or tool-call arguments, then `[DONE]`.
+    fn big_stream(count: usize, piece: usize, as_arguments: bool) -> String {
+        let filler = "a".repeat(piece);
+        let delta = if as_arguments {
+            json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "x", "arguments": filler}}]})
+        } else {
+            json!({ "content": filler })
+        };
+        let event = format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": delta}]})
+        );
+        format!("{}data: [DONE]\n\n", event.repeat(count))
+    }
+
+    #[tokio::test]
+    async fn a_response_over_32_mib_is_a_stream_error() {
+        for as_arguments in [false, true] {
+            let err = parse(&big_stream(33, 1 << 20, as_arguments))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "openai stream error: the response is too large (over 32 MiB of text and \
+                 tool-call arguments)"
+            );
+        }
+        let ok = parse(&big_stream(3, 1 << 20, false)).await.unwrap();
+        assert_eq!(ok.text.map(|t| t.len()), Some(3 << 20));
     }
 }

@@ -30,6 +30,8 @@ pub trait Assembler: Default {
     /// Builds the response from a whole JSON answer: some compatible servers ignore
     /// `stream: true` and answer `application/json`.
     fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
+    /// Text and tool-call argument bytes assembled so far, for [`MAX_RESPONSE_BYTES`].
+    fn kept_bytes(&self) -> usize;
 }
 
 /// Parses a non-streamed JSON answer; an `error` object in it is a stream error.
@@ -64,12 +66,30 @@ where
     E: StdError + 'static,
 {
     let mut assembler = A::default();
-    let ended = read_events(body, idle, provider, |event| assembler.on_event(event)).await?;
+    let ended = read_events(body, idle, provider, |event| {
+        let flow = assembler.on_event(event)?;
+        if assembler.kept_bytes() > MAX_RESPONSE_BYTES {
+            return Err(stream_error(
+                provider,
+                "the response is too large (over 32 MiB of text and tool-call arguments)",
+            ));
+        }
+        Ok(flow)
+    })
+    .await?;
     assembler.finish(ended)
 }
 
+/// The longest SSE line, and the most bytes between two blank lines (one event), deerflow
+/// buffers: a server that never ends its line or event must not grow memory without bound.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The most text plus tool-call argument bytes one response may assemble.
+pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
+
 /// Feeds every event of `body` to `on_event` until it says `Done` or the stream ends.
-/// No byte for `idle` fails with `ModelError::Timeout`.
+/// No byte for `idle` fails with `ModelError::Timeout`; a line or event longer than
+/// [`MAX_LINE_BYTES`] fails with `ModelError::Stream`.
 pub async fn read_events<S, B, E, F>(
     body: S,
     idle: Duration,
@@ -82,30 +102,222 @@ where
     E: StdError + 'static,
     F: FnMut(&Event) -> Result<Flow, ModelError>,
 {
-    let events = body.eventsource();
+    let events = guard_body(body, idle, provider).eventsource();
     futures_util::pin_mut!(events);
-    loop {
-        let next = tokio::time::timeout(idle, events.next())
-            .await
-            .map_err(|_| idle_timeout(provider, idle))?;
-        let event = match next {
-            None => return Ok(Flow::Continue),
-            Some(Ok(event)) => event,
-            Some(Err(err)) => return Err(event_stream_error(provider, err)),
-        };
+    while let Some(next) = events.next().await {
+        let event = next.map_err(|err| event_stream_error(provider, err))?;
         if on_event(&event)? == Flow::Done {
             return Ok(Flow::Done);
         }
+    }
+    Ok(Flow::Continue)
+}
+
+/// What the guarded body yields instead of the transport's own error.
+#[derive(Debug)]
+enum BodyError<E> {
+    Transport(E),
+    /// The guard's own verdict (idle timeout, line too long), passed through as is.
+    Model(ModelError),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for BodyError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Transport(e) => e.fmt(f),
+            BodyError::Model(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: StdError> StdError for BodyError<E> {}
+
+/// The raw body cut into whole lines, under the idle timeout and the line limit.
+///
+/// Two things live here rather than around the parsed events: the idle timeout, because
+/// SSE comments (`: keepalive`) are traffic but yield no event; and the line cut, because
+/// `eventsource-stream` rescans its whole buffer on every chunk, which is quadratic in the
+/// length of a line that arrives in many chunks. Fed whole lines, it parses each once.
+fn guard_body<S, B, E>(
+    body: S,
+    idle: Duration,
+    provider: &str,
+) -> impl Stream<Item = Result<Vec<u8>, BodyError<E>>>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    let guard = BodyGuard {
+        body: Box::pin(body),
+        lines: LineSplitter::new(MAX_LINE_BYTES),
+        idle,
+        provider: provider.to_string(),
+        done: false,
+    };
+    futures_util::stream::unfold(guard, |mut guard| async move {
+        let item = guard.next_line().await?;
+        Some((item, guard))
+    })
+}
+
+struct BodyGuard<S> {
+    body: std::pin::Pin<Box<S>>,
+    lines: LineSplitter,
+    idle: Duration,
+    provider: String,
+    /// The body ended or failed: nothing more is read.
+    done: bool,
+}
+
+impl<S, B, E> BodyGuard<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    async fn next_line(&mut self) -> Option<Result<Vec<u8>, BodyError<E>>> {
+        loop {
+            if let Some(line) = self.lines.pop() {
+                return Some(self.checked_utf8(line));
+            }
+            if self.done {
+                return None;
+            }
+            let next = tokio::time::timeout(self.idle, self.body.next()).await;
+            let failure = match next {
+                Err(_) => BodyError::Model(idle_timeout(&self.provider, self.idle)),
+                Ok(Some(Ok(bytes))) => match self.lines.push(bytes.as_ref()) {
+                    Ok(()) => continue,
+                    Err(message) => BodyError::Model(stream_error(&self.provider, message)),
+                },
+                Ok(Some(Err(err))) => BodyError::Transport(err),
+                Ok(None) => {
+                    self.done = true;
+                    return self.lines.finish().map(|rest| self.checked_utf8(rest));
+                }
+            };
+            self.done = true;
+            return Some(Err(failure));
+        }
+    }
+
+    /// Lines are cut at ASCII bytes, so each one on its own must be valid UTF-8. Checking
+    /// here also keeps `eventsource-stream` from buffering the rest of the stream behind
+    /// an invalid byte, waiting for it to become valid.
+    fn checked_utf8(&mut self, line: Vec<u8>) -> Result<Vec<u8>, BodyError<E>> {
+        match std::str::from_utf8(&line) {
+            Ok(_) => Ok(line),
+            Err(e) => {
+                self.done = true;
+                self.lines = LineSplitter::default();
+                let message = format!("the stream is not valid UTF-8: {e}");
+                Err(BodyError::Model(stream_error(&self.provider, message)))
+            }
+        }
+    }
+}
+
+/// Cuts bytes into SSE lines (ended by `\n`, `\r\n` or a lone `\r`), counting the length
+/// of the current line and of the current event (bytes since the last blank line) in
+/// one pass over each chunk.
+#[derive(Debug, Default)]
+struct LineSplitter {
+    limit: usize,
+    /// The current line, terminator included once seen.
+    partial: Vec<u8>,
+    /// Whole lines not handed on yet.
+    ready: std::collections::VecDeque<Vec<u8>>,
+    /// The current line ended with `\r`: a `\n` next belongs to it.
+    after_cr: bool,
+    /// Content bytes (terminator excluded) of the current line.
+    line_bytes: usize,
+    /// Content bytes since the last blank line.
+    event_bytes: usize,
+}
+
+impl LineSplitter {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        self.ready.pop_front()
+    }
+
+    /// The unterminated rest at the end of the stream, if any.
+    fn finish(&mut self) -> Option<Vec<u8>> {
+        self.after_cr = false;
+        (!self.partial.is_empty()).then(|| std::mem::take(&mut self.partial))
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) -> Result<(), &'static str> {
+        while !chunk.is_empty() {
+            if self.after_cr {
+                // `\r` ended the line; only now is it known whether `\n` completes `\r\n`.
+                self.after_cr = false;
+                if chunk[0] == b'\n' {
+                    self.partial.push(b'\n');
+                    chunk = &chunk[1..];
+                }
+                self.hand_on();
+                continue;
+            }
+            let end = chunk.iter().position(|&b| b == b'\n' || b == b'\r');
+            let content = end.unwrap_or(chunk.len());
+            self.count(content)?;
+            let Some(at) = end else {
+                self.partial.extend_from_slice(chunk);
+                return Ok(());
+            };
+            self.partial.extend_from_slice(&chunk[..=at]);
+            self.end_line();
+            if chunk[at] == b'\r' {
+                self.after_cr = true;
+            } else {
+                self.hand_on();
+            }
+            chunk = &chunk[at + 1..];
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, content: usize) -> Result<(), &'static str> {
+        self.line_bytes += content;
+        self.event_bytes += content;
+        if self.line_bytes > self.limit {
+            return Err("stream line longer than 16 MiB");
+        }
+        if self.event_bytes > self.limit {
+            return Err("stream event longer than 16 MiB");
+        }
+        Ok(())
+    }
+
+    /// A line terminator: a blank line ends the event.
+    fn end_line(&mut self) {
+        if self.line_bytes == 0 {
+            self.event_bytes = 0;
+        }
+        self.line_bytes = 0;
+    }
+
+    fn hand_on(&mut self) {
+        self.ready.push_back(std::mem::take(&mut self.partial));
     }
 }
 
 fn event_stream_error<E: StdError + 'static>(
     provider: &str,
-    err: eventsource_stream::EventStreamError<E>,
+    err: eventsource_stream::EventStreamError<BodyError<E>>,
 ) -> ModelError {
     use eventsource_stream::EventStreamError as Ese;
     let message = match err {
-        Ese::Transport(e) => format!("connection lost mid-stream: {}", error_chain(&e)),
+        Ese::Transport(BodyError::Model(e)) => return e,
+        Ese::Transport(BodyError::Transport(e)) => {
+            format!("connection lost mid-stream: {}", error_chain(&e))
+        }
         Ese::Utf8(e) => format!("the stream is not valid UTF-8: {e}"),
         Ese::Parser(e) => format!("the stream is not valid server-sent events: {e}"),
     };
@@ -591,6 +803,7 @@ pub(crate) mod test_support {
 
 #[cfg(test)]
 mod tests {
+    use super::test_support::chunked;
     use super::*;
 
     const OVERFLOW: &str =
@@ -697,6 +910,156 @@ mod tests {
                 message: "no data for 0.05 s (stream_idle_timeout)".into()
             })
         );
+    }
+
+    /// `chunks` as a byte stream, each chunk after `gap` of silence.
+    fn paced(
+        chunks: Vec<String>,
+        gap: Duration,
+    ) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::convert::Infallible>> {
+        futures_util::stream::iter(chunks).then(move |chunk| async move {
+            tokio::time::sleep(gap).await;
+            Ok(chunk.into_bytes())
+        })
+    }
+
+    fn message_of(result: Result<Flow, ModelError>) -> String {
+        match result {
+            Err(ModelError::Stream { message, .. }) => message,
+            other => panic!("expected a stream error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn keepalive_comments_reset_the_idle_timeout() {
+        // 12 keepalives 40 ms apart: 480 ms in all, well past the 200 ms idle timeout,
+        // but never 200 ms of silence on the wire.
+        let mut chunks = vec![": keepalive\n\n".to_string(); 12];
+        chunks.push("data: answer\n\n".into());
+        let mut seen = Vec::new();
+        let result = read_events(
+            paced(chunks, Duration::from_millis(40)),
+            Duration::from_millis(200),
+            "openai",
+            |event| {
+                seen.push(event.data.clone());
+                Ok(Flow::Continue)
+            },
+        )
+        .await;
+        assert_eq!(result, Ok(Flow::Continue));
+        assert_eq!(seen, ["answer"]);
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_a_stream_error() {
+        let line = format!("data: {}", "x".repeat(MAX_LINE_BYTES));
+        // No newline at all: the limit must fire without waiting for the line's end.
+        let stream = chunked(&line, &[]).chain(futures_util::stream::pending());
+        let result = read_events(stream, Duration::from_secs(30), "openai", |_| {
+            Ok(Flow::Continue)
+        })
+        .await;
+        assert_eq!(message_of(result), "stream line longer than 16 MiB");
+    }
+
+    #[tokio::test]
+    async fn an_event_over_the_limit_is_a_stream_error() {
+        // Short lines, but no blank line to end the event: the data buffer would grow
+        // without bound.
+        let line = format!("data: {}\n", "y".repeat(1000));
+        let body = line.repeat(MAX_LINE_BYTES / 1000 + 1);
+        let result = read_events(
+            chunked(&body, &[]),
+            Duration::from_secs(30),
+            "openai",
+            |_| Ok(Flow::Continue),
+        )
+        .await;
+        assert_eq!(message_of(result), "stream event longer than 16 MiB");
+    }
+
+    #[tokio::test]
+    async fn a_long_line_in_small_chunks_is_read_in_linear_time() {
+        // 4 MiB in 1 KiB chunks: rescanning the buffered line on every chunk (the old
+        // behaviour) takes minutes here; reading it once takes well under a second.
+        let payload = "z".repeat(4 << 20);
+        let body = format!("data: {payload}\n\n");
+        let cuts: Vec<usize> = (1..body.len() / 1024).map(|i| i * 1024).collect();
+        let started = std::time::Instant::now();
+        let mut size = 0;
+        let result = read_events(
+            chunked(&body, &cuts),
+            Duration::from_secs(30),
+            "openai",
+            |event| {
+                size = event.data.len();
+                Ok(Flow::Continue)
+            },
+        )
+        .await;
+        assert_eq!(result, Ok(Flow::Continue));
+        assert_eq!(size, payload.len());
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    fn split(chunks: &[&str], limit: usize) -> Result<Vec<String>, &'static str> {
+        let mut splitter = LineSplitter::new(limit);
+        let mut lines = Vec::new();
+        for chunk in chunks {
+            splitter.push(chunk.as_bytes())?;
+            while let Some(line) = splitter.pop() {
+                lines.push(String::from_utf8(line).unwrap());
+            }
+        }
+        lines.extend(splitter.finish().map(|l| String::from_utf8(l).unwrap()));
+        Ok(lines)
+    }
+
+    #[test]
+    fn lines_are_cut_after_every_kind_of_terminator() {
+        assert_eq!(
+            split(&["data: a\r", "\ndata: b\rdata: c\n\r\n", "tail"], 100),
+            Ok(vec![
+                "data: a\r\n".to_string(),
+                "data: b\r".into(),
+                "data: c\n".into(),
+                "\r\n".into(),
+                "tail".into()
+            ])
+        );
+        assert_eq!(split(&["a\r"], 100), Ok(vec!["a\r".to_string()]));
+    }
+
+    #[test]
+    fn line_and_event_limits_count_content_bytes_only() {
+        assert_eq!(split(&["12345678\r\n"], 8).map(|l| l.len()), Ok(1));
+        assert_eq!(
+            split(&["1234", "56789"], 8),
+            Err("stream line longer than 16 MiB")
+        );
+        // Blank lines (`\r\n\r\n`, `\r\r`) reset the event count; `\r\n` alone does not.
+        assert!(split(&["1234\r\n1234\r\n\r\n1234\r\r1234\n"], 8).is_ok());
+        assert_eq!(
+            split(&["1234\r\n1234\r\n1"], 8),
+            Err("stream event longer than 16 MiB")
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_a_stream_error() {
+        let stream = futures_util::stream::iter(vec![Ok::<_, std::convert::Infallible>(
+            b"data: \xff\n\ndata: x\n\n".to_vec(),
+        )]);
+        let result = read_events(stream, Duration::from_secs(5), "openai", |_| {
+            Ok(Flow::Continue)
+        })
+        .await;
+        assert!(message_of(result).starts_with("the stream is not valid UTF-8"));
     }
 
     #[tokio::test]

@@ -90,6 +90,12 @@ pub(crate) fn resolve_target(
     path: &str,
     access: Access,
 ) -> Result<Target, ToolOutput> {
+    if names_directory(path) {
+        return Err(ToolOutput::error(format!(
+            "Error: {} names a directory (it ends in '/'), not a file",
+            path.trim()
+        )));
+    }
     let abs = resolve(ctx, path, access)?;
     let (root, rel) = ctx
         .workspace
@@ -97,6 +103,13 @@ pub(crate) fn resolve_target(
         .map(|(root, rel)| (root.to_path_buf(), rel.to_path_buf()))
         .ok_or_else(|| ToolOutput::error(OUTSIDE))?;
     Ok(Target { abs, root, rel })
+}
+
+/// A trailing `/` names a directory; resolving normalizes it away, which would let
+/// `write_file "newdir/"` create a regular file `newdir`, and `read_file "f.txt/"` read a
+/// file the path says is a directory.
+fn names_directory(path: &str) -> bool {
+    path.trim().ends_with('/')
 }
 
 /// Runs blocking file work off the async threads.
@@ -814,6 +827,42 @@ pub(crate) mod tests {
         assert_eq!(
             std::fs::read_to_string(root.join("a/b/c.txt")).unwrap(),
             "z"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_path_ending_in_a_slash_names_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("f.txt"), "abc").unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        let c = ctx(root);
+        let refused = |path: &str| {
+            (
+                E,
+                format!(
+                    "Error: {} names a directory (it ends in '/'), not a file",
+                    path.trim()
+                ),
+            )
+        };
+        for path in ["newdir/", "f.txt/", "d/", "/mnt/user-data/outputs/", " d/ "] {
+            let args = json!({"path": path, "content": "x"});
+            assert_eq!(run(&WriteFileTool, &c, args).await, refused(path), "{path}");
+        }
+        assert!(!root.join("newdir").exists());
+        assert_eq!(std::fs::read_to_string(root.join("f.txt")).unwrap(), "abc");
+        let edit = json!({"path": "f.txt/", "old_str": "a", "new_str": "b"});
+        assert_eq!(run(&StrReplaceTool, &c, edit).await, refused("f.txt/"));
+        assert_eq!(std::fs::read_to_string(root.join("f.txt")).unwrap(), "abc");
+        assert_eq!(
+            run(&ReadFileTool, &c, json!({"path": "f.txt/"})).await,
+            refused("f.txt/")
+        );
+        // Without the slash the same names still work as before.
+        assert_eq!(
+            run(&ReadFileTool, &c, json!({"path": "./f.txt"})).await,
+            (O, "abc".to_string())
         );
     }
 

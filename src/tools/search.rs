@@ -175,7 +175,8 @@ impl Tool for GrepTool {
             description: "Search file contents for a regular expression (Rust regex syntax). Prints \
                           matching lines as 'path:line: text' with workspace-relative paths. Case \
                           insensitive unless case_sensitive is true. Skips binary files, files over \
-                          1 MB, and .git, node_modules, target, __pycache__, .venv."
+                          1 MB (listed at the end), and .git, node_modules, target, \
+                          __pycache__, .venv."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -199,7 +200,7 @@ impl Tool for GrepTool {
                 Err(e) => return e,
             };
             let ws = ctx.workspace.clone();
-            blocking(move || ToolOutput::ok(query.run(&ws))).await
+            blocking(move || query.run(&ws)).await
         })
     }
 }
@@ -255,57 +256,140 @@ impl GrepQuery {
             .is_ok_and(|rel| matcher.is_match(rel))
     }
 
-    fn run(&self, ws: &Workspace) -> String {
+    fn run(&self, ws: &Workspace) -> ToolOutput {
+        if self.root.is_file() {
+            if let Err(refusal) = check_named_file(ws, &self.root) {
+                return refusal;
+            }
+        }
         let mut files: Vec<PathBuf> = walk(&self.root)
             .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
             .map(ignore::DirEntry::into_path)
             .filter(|p| self.wants(p))
             .collect();
         files.sort();
-        let mut hits = Vec::new();
-        let mut cut = false;
-        'files: for file in &files {
-            let Some(text) = read_searchable(file) else {
-                continue;
+        let found = self.search(&files);
+        ToolOutput::ok(self.report(ws, found))
+    }
+
+    /// Matching lines of `files` in order, up to `max`.
+    fn search<'f>(&self, files: &'f [PathBuf]) -> Found<'f> {
+        let mut found = Found::default();
+        for file in files {
+            let text = match read_searchable(file) {
+                Searchable::Text(text) => text,
+                Searchable::TooLarge(_) => {
+                    found.too_large.push(file);
+                    continue;
+                }
+                Searchable::Skip => continue,
             };
             for (n, line) in text.lines().enumerate() {
                 if !self.regex.is_match(line) {
                     continue;
                 }
-                if hits.len() == self.max {
-                    cut = true;
-                    break 'files;
+                if found.hits.len() == self.max {
+                    found.cut = true;
+                    return found;
                 }
-                hits.push(format!(
-                    "{}:{}: {}",
-                    ws.display_path(file),
-                    n + 1,
-                    clip_line(line)
-                ));
+                found.hits.push((file, n + 1, clip_line(line)));
             }
         }
-        let shown_root = ws.display_path(&self.root);
-        if hits.is_empty() {
-            return format!("No matches for '{}' under {shown_root}", self.pattern);
+        found
+    }
+
+    fn report(&self, ws: &Workspace, found: Found<'_>) -> String {
+        let mut lines: Vec<String> = found
+            .hits
+            .iter()
+            .map(|(file, n, line)| format!("{}:{n}: {line}", ws.display_path(file)))
+            .collect();
+        if lines.is_empty() {
+            let shown_root = ws.display_path(&self.root);
+            lines.push(format!(
+                "No matches for '{}' under {shown_root}",
+                self.pattern
+            ));
         }
-        let mut out = hits.join("\n");
-        if cut {
-            out.push_str(&format!(
-                "\n... stopped at {} matches (max_results); narrow the search or raise max_results",
+        if found.cut {
+            lines.push(format!(
+                "... stopped at {} matches (max_results); narrow the search or raise max_results",
                 self.max
             ));
         }
-        out
+        if !found.too_large.is_empty() {
+            lines.push(skipped_note(ws, &found.too_large));
+        }
+        lines.join("\n")
     }
 }
 
-/// A file's text if it is small enough and not binary.
-fn read_searchable(path: &Path) -> Option<String> {
-    let len = std::fs::metadata(path).ok()?.len();
-    if len > GREP_MAX_FILE_BYTES {
-        return None;
+/// What one grep found: hits as (file, line number, clipped line), whether it stopped at
+/// `max_results`, and the files it did not search because of their size.
+#[derive(Default)]
+struct Found<'f> {
+    hits: Vec<(&'f Path, usize, String)>,
+    cut: bool,
+    too_large: Vec<&'f Path>,
+}
+
+/// How many skipped files are named before the rest is summed up as `…`.
+const SKIPPED_NAMES_SHOWN: usize = 5;
+
+/// `(skipped 2 files over 1 MB: a.log, b.bin)`: so "No matches" is never said of a file
+/// that was not searched.
+fn skipped_note(ws: &Workspace, files: &[&Path]) -> String {
+    let mut names: Vec<String> = files
+        .iter()
+        .take(SKIPPED_NAMES_SHOWN)
+        .map(|f| ws.display_path(f))
+        .collect();
+    if files.len() > SKIPPED_NAMES_SHOWN {
+        names.push("…".into());
     }
-    decode_text(std::fs::read(path).ok()?)
+    let noun = if files.len() == 1 { "file" } else { "files" };
+    format!(
+        "(skipped {} {noun} over 1 MB: {}; use read_file with start_line/end_line)",
+        files.len(),
+        names.join(", ")
+    )
+}
+
+/// A file named by `path` that grep cannot search is an error, not "No matches".
+fn check_named_file(ws: &Workspace, file: &Path) -> Result<(), ToolOutput> {
+    let shown = ws.display_path(file);
+    match read_searchable(file) {
+        Searchable::Text(_) => Ok(()),
+        Searchable::TooLarge(len) => Err(ToolOutput::error(format!(
+            "Error: {shown} is {len} bytes; grep does not search files over 1 MB. Use read_file \
+             with start_line/end_line, or bash if it is allowed"
+        ))),
+        Searchable::Skip => Err(ToolOutput::error(format!(
+            "Error: {shown} is a binary or unreadable file; grep searches text files only"
+        ))),
+    }
+}
+
+/// What grep can do with one file.
+enum Searchable {
+    Text(String),
+    /// Over [`GREP_MAX_FILE_BYTES`]; the size in bytes.
+    TooLarge(u64),
+    /// Binary, not UTF-8, or unreadable.
+    Skip,
+}
+
+fn read_searchable(path: &Path) -> Searchable {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Searchable::Skip;
+    };
+    if meta.len() > GREP_MAX_FILE_BYTES {
+        return Searchable::TooLarge(meta.len());
+    }
+    match std::fs::read(path).ok().and_then(decode_text) {
+        Some(text) => Searchable::Text(text),
+        None => Searchable::Skip,
+    }
 }
 
 fn clip_line(line: &str) -> String {
@@ -400,24 +484,27 @@ mod tests {
         let dir = tree();
         let c = ctx(dir.path());
         let long = format!("long.txt:1: hello {}...", "y".repeat(194));
+        let skipped = "(skipped 1 file over 1 MB: big.txt; use read_file with start_line/end_line)";
         let all = format!(
-            "README.md:1: Hello World\ndocs/guide.md:1: hello docs\n{long}\nsrc/main.rs:2:     println!(\"hello\");\nsrc/nested/lib.rs:1: pub fn HELLO() {{}}"
+            "README.md:1: Hello World\ndocs/guide.md:1: hello docs\n{long}\nsrc/main.rs:2:     println!(\"hello\");\nsrc/nested/lib.rs:1: pub fn HELLO() {{}}\n{skipped}"
         );
+        let with_note = |text: &str| format!("{text}\n{skipped}");
         let cases = [
             (json!({"pattern": "hello"}), O, all),
             (json!({"pattern": "hello", "case_sensitive": true, "glob": "*.md"}), O, "docs/guide.md:1: hello docs".into()),
-            (json!({"pattern": "HELLO", "case_sensitive": true}), O, "src/nested/lib.rs:1: pub fn HELLO() {}".into()),
+            (json!({"pattern": "HELLO", "case_sensitive": true}), O, with_note("src/nested/lib.rs:1: pub fn HELLO() {}")),
             (json!({"pattern": "hello", "path": "src", "glob": "nested/*.rs"}), O, "src/nested/lib.rs:1: pub fn HELLO() {}".into()),
             (json!({"pattern": "hello", "path": "README.md"}), O, "README.md:1: Hello World".into()),
-            (json!({"pattern": "a.b", "literal": true}), O, "src/nested/lib.rs:2: // a.b literal".into()),
-            (json!({"pattern": "l+o w", "literal": true}), O, "No matches for 'l+o w' under .".into()),
-            (json!({"pattern": "l+o w"}), O, "README.md:1: Hello World".into()),
+            (json!({"pattern": "a.b", "literal": true}), O, with_note("src/nested/lib.rs:2: // a.b literal")),
+            (json!({"pattern": "l+o w", "literal": true}), O, with_note("No matches for 'l+o w' under .")),
+            (json!({"pattern": "l+o w"}), O, with_note("README.md:1: Hello World")),
             (
                 json!({"pattern": "hello", "max_results": 2}),
                 O,
-                "README.md:1: Hello World\ndocs/guide.md:1: hello docs\n... stopped at 2 matches (max_results); narrow the search or raise max_results".to_string(),
+                with_note("README.md:1: Hello World\ndocs/guide.md:1: hello docs\n... stopped at 2 matches (max_results); narrow the search or raise max_results"),
             ),
-            (json!({"pattern": "zzz"}), O, "No matches for 'zzz' under .".into()),
+            (json!({"pattern": "zzz"}), O, with_note("No matches for 'zzz' under .")),
+            (json!({"pattern": "zzz", "path": "src"}), O, "No matches for 'zzz' under src".into()),
             (json!({"pattern": "("}), E, "__regex_error__".into()),
             (json!({"pattern": "x", "path": "../"}), E, "Access denied: path outside the workspace".into()),
         ];
@@ -430,6 +517,57 @@ mod tests {
                 assert_eq!(text, want, "{args}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn grep_refuses_a_named_file_it_cannot_search() {
+        let dir = tree();
+        let c = ctx(dir.path());
+        let (status, text) = run(
+            &GrepTool,
+            &c,
+            json!({"pattern": "hello", "path": "big.txt"}),
+        )
+        .await;
+        assert_eq!(status, E);
+        assert_eq!(
+            text,
+            "Error: big.txt is 1048592 bytes; grep does not search files over 1 MB. Use \
+             read_file with start_line/end_line, or bash if it is allowed"
+        );
+        let (status, text) = run(
+            &GrepTool,
+            &c,
+            json!({"pattern": "hello", "path": "blob.bin"}),
+        )
+        .await;
+        assert_eq!(
+            (status, text.as_str()),
+            (
+                E,
+                "Error: blob.bin is a binary or unreadable file; grep searches text files only"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn grep_names_at_most_five_skipped_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "x".repeat(1024 * 1024 + 1);
+        for i in 0..7 {
+            std::fs::write(dir.path().join(format!("{i}.log")), &big).unwrap();
+        }
+        let c = ctx(dir.path());
+        let got = run(&GrepTool, &c, json!({"pattern": "x"})).await;
+        assert_eq!(
+            got,
+            (
+                O,
+                "No matches for 'x' under .\n(skipped 7 files over 1 MB: 0.log, 1.log, 2.log, \
+                 3.log, 4.log, …; use read_file with start_line/end_line)"
+                    .to_string()
+            )
+        );
     }
 
     #[test]
