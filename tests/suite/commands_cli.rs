@@ -6,29 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::harness::{deerflow, workspace, Output, Run};
+use super::harness::{deerflow, workspace, Output};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
-}
-
-/// For commands whose stdout is not an event stream (pretty JSON, YAML, text).
-trait Plain {
-    async fn text(self) -> Output;
-}
-
-impl Plain for Run {
-    async fn text(self) -> Output {
-        let out = self.command().output().await.expect("spawn deerflow");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            events: Vec::new(),
-        }
-    }
 }
 
 /// Exit 2, one stderr line, nothing on stdout.

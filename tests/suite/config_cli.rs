@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::harness::{cassette, deerflow, workspace, Output, Run};
+use super::harness::{cassette, deerflow, workspace, Output};
 
 const EXAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -20,23 +20,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     }
     std::fs::write(&p, text).unwrap();
     p
-}
-
-/// For commands whose stdout is not an event stream (pretty JSON, YAML, text).
-trait Plain {
-    async fn text(self) -> Output;
-}
-
-impl Plain for Run {
-    async fn text(self) -> Output {
-        let out = self.command().output().await.expect("spawn deerflow");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            events: Vec::new(),
-        }
-    }
 }
 
 fn s(p: &Path) -> &str {

@@ -125,6 +125,17 @@ impl Run {
         }
     }
 
+    /// For commands whose stdout is not an event stream (pretty JSON, YAML, text).
+    pub async fn text(self) -> Output {
+        let out = self.command().output().await.expect("spawn deerflow");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            events: Vec::new(),
+        }
+    }
+
     /// Runs with `--json` expected: checks the whole stream against the contract.
     pub async fn json(self) -> Output {
         let out = self.output().await;
