@@ -17,89 +17,174 @@ use crate::tools::{Control, ToolContext, ToolOutput};
 
 /// Runs `agent` on `prompt` until it ends.
 pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> AgentEnd {
-    let mut messages = vec![Message::User(prompt)];
-    let mut detector = LoopDetector::new(shared.loop_limits.clone());
-    let mut force_final = false;
-    let mut last_text: Option<String> = None;
-    let tool_specs: Vec<_> = agent.tools.iter().map(|t| t.spec()).collect();
-    let mut turn = 0usize;
-    let mut seen_ids = HashSet::new();
+    let mut t = Transcript::new(agent, shared, prompt);
     loop {
         if agent.tool_ctx.cancel.is_cancelled() {
             return AgentEnd::Cancelled;
         }
+        let (resp, budget_hit) = match t.next_response(agent, shared).await {
+            Ok(r) => r,
+            Err(end) => return end,
+        };
+        let text = resp.text.filter(|t| !t.trim().is_empty());
+        if text.is_some() {
+            t.last_text = text.clone();
+        }
+        let mut calls = resp.tool_calls;
+        unique_ids(&mut calls, &mut t.seen_ids, t.turn);
+        match t.decide(agent, budget_hit, &text, calls) {
+            Step::End(end) => return end,
+            Step::AskForFinal => t.ask_for_final(text),
+            Step::Run { calls, notice } => {
+                if let Some(end) = t.run_calls(agent, text, calls, notice).await {
+                    return end;
+                }
+            }
+        }
+    }
+}
+
+/// What to do with a response.
+enum Step {
+    End(AgentEnd),
+    /// The loop guard stopped the calls: ask once more, tools withheld.
+    AskForFinal,
+    Run {
+        calls: Vec<ToolCall>,
+        notice: Option<String>,
+    },
+}
+
+/// One agent's conversation and the state its guards keep.
+struct Transcript {
+    messages: Vec<Message>,
+    tool_specs: Vec<crate::model::ToolSpec>,
+    detector: LoopDetector,
+    force_final: bool,
+    last_text: Option<String>,
+    /// Model calls made so far.
+    turn: usize,
+    seen_ids: HashSet<String>,
+}
+
+impl Transcript {
+    fn new(agent: &Agent, shared: &RunShared, prompt: String) -> Self {
+        Self {
+            messages: vec![Message::User(prompt)],
+            tool_specs: agent.tools.iter().map(|t| t.spec()).collect(),
+            detector: LoopDetector::new(shared.loop_limits.clone()),
+            force_final: false,
+            last_text: None,
+            turn: 0,
+            seen_ids: HashSet::new(),
+        }
+    }
+
+    /// One model call, its usage accounted; whether the budget is now reached.
+    async fn next_response(
+        &mut self,
+        agent: &Agent,
+        shared: &RunShared,
+    ) -> Result<(ModelResponse, bool), AgentEnd> {
         let req = ChatRequest {
             system: agent.system.clone(),
-            messages: messages.clone(),
-            tools: tool_specs.clone(),
-            tool_choice_none: force_final,
+            messages: self.messages.clone(),
+            tools: self.tool_specs.clone(),
+            tool_choice_none: self.force_final,
             agent: agent.id.clone(),
-            turn,
+            turn: self.turn,
         };
         // Turns count model calls, a call that fails included.
-        turn += 1;
+        self.turn += 1;
         agent
             .progress
             .turns
-            .store(turn as u32, std::sync::atomic::Ordering::SeqCst);
+            .store(self.turn as u32, std::sync::atomic::Ordering::SeqCst);
         let resp = match call_model(agent, &req).await {
             Ok(r) => r,
-            Err(ModelError::Cancelled) => return AgentEnd::Cancelled,
-            Err(e) => return AgentEnd::Failed(e.to_string()),
+            Err(ModelError::Cancelled) => return Err(AgentEnd::Cancelled),
+            Err(e) => return Err(AgentEnd::Failed(e.to_string())),
         };
         let budget_hit = account(agent, shared, &resp);
         #[cfg(debug_assertions)]
         debug_panic(&agent.caller);
-        let text = resp.text.clone().filter(|t| !t.trim().is_empty());
-        if text.is_some() {
-            last_text = text.clone();
-        }
-        let mut calls = resp.tool_calls;
-        unique_ids(&mut calls, &mut seen_ids, turn);
-        if force_final || calls.is_empty() {
+        Ok((resp, budget_hit))
+    }
+
+    /// Final answer, limits, then the loop guard, in that order.
+    fn decide(
+        &mut self,
+        agent: &Agent,
+        budget_hit: bool,
+        text: &Option<String>,
+        calls: Vec<ToolCall>,
+    ) -> Step {
+        let no_calls = |end| {
             agent.observer.assistant(text.as_deref(), &[]);
-            let stop_reason = force_final.then_some("loop_capped");
-            return AgentEnd::Final {
-                text: text.or(last_text),
+            Step::End(end)
+        };
+        if self.force_final || calls.is_empty() {
+            let stop_reason = self.force_final.then_some("loop_capped");
+            return no_calls(AgentEnd::Final {
+                text: text.clone().or(self.last_text.clone()),
                 stop_reason,
-            };
+            });
         }
         // A response's tool calls run only if another model call is allowed after them.
         if budget_hit {
-            agent.observer.assistant(text.as_deref(), &[]);
-            return AgentEnd::Budget { last_text };
+            return no_calls(AgentEnd::Budget {
+                last_text: self.last_text.clone(),
+            });
         }
-        if turn >= agent.max_turns as usize {
-            agent.observer.assistant(text.as_deref(), &[]);
-            return AgentEnd::MaxTurns { last_text };
+        if self.turn >= agent.max_turns as usize {
+            return no_calls(AgentEnd::MaxTurns {
+                last_text: self.last_text.clone(),
+            });
         }
-        let mut notice = None;
-        match detector.observe(&calls) {
-            LoopVerdict::Fine => {}
+        match self.detector.observe(&calls) {
+            LoopVerdict::Fine => Step::Run {
+                calls,
+                notice: None,
+            },
             LoopVerdict::Warn(m) => {
                 agent
                     .events
                     .emit(Event::warning("loop_detected", m.clone()));
-                notice = Some(format!("[deerflow] Warning: {m}."));
+                Step::Run {
+                    calls,
+                    notice: Some(format!("[deerflow] Warning: {m}.")),
+                }
             }
             LoopVerdict::Stop(m) => {
                 agent.events.emit(Event::warning("loop_detected", m));
-                calls.clear();
-                force_final = true;
+                agent.observer.assistant(text.as_deref(), &[]);
+                Step::AskForFinal
             }
         }
+    }
+
+    fn ask_for_final(&mut self, text: Option<String>) {
+        self.force_final = true;
+        self.messages.push(Message::Assistant {
+            text,
+            tool_calls: vec![],
+        });
+        self.messages.push(Message::User(
+            "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
+        ));
+    }
+
+    /// Runs the calls and puts their results in the transcript, in call order; a
+    /// clarification request ends the agent.
+    async fn run_calls(
+        &mut self,
+        agent: &Agent,
+        text: Option<String>,
+        calls: Vec<ToolCall>,
+        notice: Option<String>,
+    ) -> Option<AgentEnd> {
         agent.observer.assistant(text.as_deref(), &calls);
-        if force_final {
-            messages.push(Message::Assistant {
-                text: text.clone(),
-                tool_calls: vec![],
-            });
-            messages.push(Message::User(
-                "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
-            ));
-            continue;
-        }
-        messages.push(Message::Assistant {
+        self.messages.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
         });
@@ -107,21 +192,19 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         let mut clarify = None;
         for (call, out) in calls.iter().zip(outputs) {
             if let Some(Control::Clarify { question, options }) = out.control {
-                clarify.get_or_insert((question, options));
+                clarify.get_or_insert(AgentEnd::Clarify { question, options });
             }
-            messages.push(Message::Tool {
+            self.messages.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: out.text,
             });
         }
-        if let (Some(n), Some(Message::Tool { content, .. })) = (notice, messages.last_mut()) {
+        if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.messages.last_mut()) {
             content.push_str("\n\n");
             content.push_str(&n);
         }
-        if let Some((question, options)) = clarify {
-            return AgentEnd::Clarify { question, options };
-        }
+        clarify
     }
 }
 
