@@ -44,53 +44,28 @@ pub async fn run(args: RunArgs, config_path: Option<PathBuf>) -> i32 {
 fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early> {
     let cwd = std::env::current_dir()
         .map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
-    let workspace_dir = workspace_dir(args.workspace.as_deref(), &cwd)?;
-    check_output_path("--output-last-message", args.output_last_message.as_deref())?;
-    check_output_path("--record", args.record.as_deref())?;
-    if let Some(dir) = args.skills.as_deref().filter(|d| !cwd.join(d).is_dir()) {
-        return Err(Early::Usage(format!(
-            "--skills {} is not a directory",
-            dir.display()
-        )));
-    }
-    // Usage errors outrank configuration errors (§4), so the prompt is checked first.
-    let prompt = read_prompt(&args)?;
+    // Usage errors outrank configuration errors (§4), so they are all checked first.
+    let (workspace_dir, prompt) = check_usage(&args, &cwd)?;
     let loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
         cwd: cwd.clone(),
     })?;
     let cfg = &loaded.config;
-    let max_concurrent = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent);
-    let max_tasks = args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run);
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
     let record = args
         .record
         .as_ref()
         .map(|p| (p.clone(), Arc::new(RecordLog::default())));
-    let mut models = ModelBuilder {
-        loaded: &loaded,
-        cwd: &cwd,
-        record: record.as_ref().map(|r| r.1.clone()),
-        built: HashMap::new(),
-        prices: HashMap::new(),
-    };
-    let lead_name = config::model_choice(args.model.as_deref(), cfg)?;
-    let lead = models.build(&lead_name)?;
-    // Ignored keys and entries the config names but deerflow sets aside (a duplicate model
-    // name) are both `config_ignored`.
-    let mut warnings: Vec<(String, String)> = loaded
-        .ignored_warning()
-        .into_iter()
-        .chain(loaded.warnings.iter().cloned())
-        .map(|m| ("config_ignored".to_string(), m))
-        .collect();
+    let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
+    let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
     let skills_dir = args
         .skills
         .clone()
         .map(|d| cwd.join(d))
         .unwrap_or_else(|| loaded.skills_dir());
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
+    let mut warnings = config_warnings(&loaded);
     warnings.extend(
         skill_warnings
             .into_iter()
@@ -102,27 +77,13 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
             timeout_flag: args.subagent_timeout,
             lead_model: &lead.info.name,
         };
-        let (types, reg_warnings) = effective_types(&cfg.subagents, &inputs);
-        warnings.extend(
-            reg_warnings
-                .into_iter()
-                .map(|m| ("config_ignored".to_string(), m)),
-        );
-        for t in &types {
-            models
-                .build(&t.model)
-                .map_err(|e| named_by(e, &subagent_model_key(&cfg.subagents, &t.name)))?;
-        }
-        let by_name = models
-            .built
-            .iter()
-            .map(|(k, v)| (k.clone(), v.model.clone()))
-            .collect();
-        Some(Arc::new(SubagentSetup {
-            types: types.into_iter().map(Arc::new).collect(),
-            models: by_name,
-            skills: skill_list.clone(),
-        }))
+        Some(subagent_setup(
+            cfg,
+            &inputs,
+            &mut models,
+            &skill_list,
+            &mut warnings,
+        )?)
     } else {
         None
     };
@@ -132,10 +93,10 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
             workspace_dir.display()
         ))
     })?;
-    let max_tokens = args.max_tokens.or(cfg
+    let token_budget = cfg
         .token_budget
         .enabled
-        .then_some(cfg.token_budget.max_tokens));
+        .then_some(cfg.token_budget.max_tokens);
     Ok(RunSpec {
         prompt,
         model: lead,
@@ -147,10 +108,10 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         limits: Arc::new(sandbox_limits(cfg, allow_bash)),
         loop_limits: loop_limits(cfg),
         max_turns: args.max_turns,
-        max_concurrent,
-        max_tasks,
+        max_concurrent: args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent),
+        max_tasks: args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run),
         timeout_seconds: args.timeout,
-        max_tokens,
+        max_tokens: args.max_tokens.or(token_budget),
         subagents,
         output_last_message: args.output_last_message.clone(),
         record,
@@ -158,6 +119,65 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         lead_progress: Default::default(),
         skills: skill_list,
     })
+}
+
+/// Everything a usage error can come from, before any configuration is read: the
+/// workspace, the output paths, the skills flag and the prompt (stdin last, so nothing is
+/// consumed for a run that cannot start).
+fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String), Early> {
+    let workspace_dir = workspace_dir(args.workspace.as_deref(), cwd)?;
+    check_output_path("--output-last-message", args.output_last_message.as_deref())?;
+    check_output_path("--record", args.record.as_deref())?;
+    if let Some(dir) = args.skills.as_deref().filter(|d| !cwd.join(d).is_dir()) {
+        return Err(Early::Usage(format!(
+            "--skills {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok((workspace_dir, read_prompt(args)?))
+}
+
+/// Ignored keys and entries the config names but deerflow sets aside (a duplicate model
+/// name) are both `config_ignored`.
+fn config_warnings(loaded: &LoadedConfig) -> Vec<(String, String)> {
+    loaded
+        .ignored_warning()
+        .into_iter()
+        .chain(loaded.warnings.iter().cloned())
+        .map(|m| ("config_ignored".to_string(), m))
+        .collect()
+}
+
+/// The available sub-agent types, with every model they can reach resolved and built now,
+/// so a configuration error never surfaces mid-run.
+fn subagent_setup(
+    cfg: &config::Config,
+    inputs: &RegistryInputs,
+    models: &mut ModelBuilder,
+    skills: &[crate::subagent::Skill],
+    warnings: &mut Vec<(String, String)>,
+) -> Result<Arc<SubagentSetup>, Early> {
+    let (types, reg_warnings) = effective_types(&cfg.subagents, inputs);
+    warnings.extend(
+        reg_warnings
+            .into_iter()
+            .map(|m| ("config_ignored".to_string(), m)),
+    );
+    for t in &types {
+        models
+            .build(&t.model)
+            .map_err(|e| named_by(e, &subagent_model_key(&cfg.subagents, &t.name)))?;
+    }
+    let by_name = models
+        .built
+        .iter()
+        .map(|(k, v)| (k.clone(), v.model.clone()))
+        .collect();
+    Ok(Arc::new(SubagentSetup {
+        types: types.into_iter().map(Arc::new).collect(),
+        models: by_name,
+        skills: skills.to_vec(),
+    }))
 }
 
 /// The config key that chose a sub-agent type's model: its per-type override, else its
@@ -303,7 +323,17 @@ struct ModelBuilder<'a> {
     prices: HashMap<String, Price>,
 }
 
-impl ModelBuilder<'_> {
+impl<'a> ModelBuilder<'a> {
+    fn new(loaded: &'a LoadedConfig, cwd: &'a Path, record: Option<Arc<RecordLog>>) -> Self {
+        Self {
+            loaded,
+            cwd,
+            record,
+            built: HashMap::new(),
+            prices: HashMap::new(),
+        }
+    }
+
     fn build(&mut self, name: &str) -> Result<LeadModel, Early> {
         if let Some(m) = self.built.get(name) {
             return Ok(m.clone());
