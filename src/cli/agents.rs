@@ -8,6 +8,7 @@ use super::docs::print;
 use super::{config_error, load_warnings, warning};
 use crate::config;
 use crate::subagent::registry::{effective_types, RegistryInputs};
+use crate::subagent::task_tool::subagent_tools;
 use crate::subagent::SubagentType;
 
 pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
@@ -34,31 +35,37 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         warning(&w);
     }
     if as_json {
-        let list: Vec<Value> = types.iter().map(to_json).collect();
+        let list: Vec<Value> = types
+            .iter()
+            .map(|t| to_json(t, inputs.allow_bash))
+            .collect();
         return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
     }
-    print(&table(&types))
+    print(&table(&types, inputs.allow_bash))
 }
 
-fn tools_text(t: &SubagentType) -> String {
-    let base = t
-        .tools
-        .as_ref()
-        .map(|v| v.join(","))
-        .unwrap_or_else(|| "all".into());
-    if t.disallowed_tools.is_empty() {
-        base
-    } else {
-        format!("{base} -{}", t.disallowed_tools.join(",-"))
+/// The tools a sub-agent of this type really gets: the allow-list and deny-list applied to
+/// the tools that exist, lead-only tools removed.
+fn effective_tools(t: &SubagentType, allow_bash: bool) -> Vec<String> {
+    subagent_tools(t, allow_bash)
+        .iter()
+        .map(|tool| tool.spec().name)
+        .collect()
+}
+
+fn tools_text(t: &SubagentType, allow_bash: bool) -> String {
+    if t.tools.is_none() && t.disallowed_tools.is_empty() {
+        return "all".into();
     }
+    effective_tools(t, allow_bash).join(",")
 }
 
-fn to_json(t: &SubagentType) -> Value {
+fn to_json(t: &SubagentType, allow_bash: bool) -> Value {
     json!({
         "name": t.name,
         "source": t.source,
         "description": t.description,
-        "tools": t.tools,
+        "tools": effective_tools(t, allow_bash),
         "disallowed_tools": t.disallowed_tools,
         "model": t.model,
         "max_turns": t.max_turns,
@@ -67,7 +74,7 @@ fn to_json(t: &SubagentType) -> Value {
     })
 }
 
-fn table(types: &[SubagentType]) -> String {
+fn table(types: &[SubagentType], allow_bash: bool) -> String {
     let rows: Vec<[String; 7]> = types
         .iter()
         .map(|t| {
@@ -77,7 +84,7 @@ fn table(types: &[SubagentType]) -> String {
                 t.model.clone(),
                 t.max_turns.to_string(),
                 crate::agent::prompts::secs(t.timeout_seconds),
-                tools_text(t),
+                tools_text(t, allow_bash),
                 t.skills
                     .as_ref()
                     .map(|s| {

@@ -87,7 +87,7 @@ pub async fn execute(spec: RunSpec) -> i32 {
         turns: shared_turns(&spec),
         usage: shared.ledger.snapshot(),
         tasks,
-        artifacts: artifacts.lock().map(|a| a.clone()).unwrap_or_default(),
+        artifacts: existing_files(&spec, &artifacts),
     });
     drop(events);
     let give_up_at = drain_deadline(&control);
@@ -314,6 +314,19 @@ fn cause_error(c: StopCause, spec: &RunSpec) -> String {
 
 fn shared_turns(spec: &RunSpec) -> u32 {
     spec.lead_progress.turns()
+}
+
+/// The presented files that exist when the run ends.
+fn existing_files(spec: &RunSpec, artifacts: &Mutex<Vec<String>>) -> Vec<String> {
+    let listed = artifacts.lock().map(|a| a.clone()).unwrap_or_default();
+    listed
+        .into_iter()
+        .filter(|p| {
+            spec.workspace
+                .resolve(p, crate::workspace::Access::Read)
+                .is_ok_and(|abs| abs.is_file())
+        })
+        .collect()
 }
 
 /// `-o` gets the final answer only when the run completed; `--record` always writes.

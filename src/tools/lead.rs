@@ -52,9 +52,13 @@ impl PresentFilesTool {
                 // Exactly the workspace's refusal (contract §6), like every other tool.
                 Err(e) => return ToolOutput::error(e),
             };
-            if !abs.is_file() {
-                return ToolOutput::error(format!("Error: {p}: no such file"));
+            if abs.is_dir() {
+                return ToolOutput::error(format!(
+                    "Error: {p} is a directory; present the files in it"
+                ));
             }
+            // A file that does not exist yet may be written by a call of the same response
+            // (tools run in parallel): it is listed if it exists when the run ends.
             shown.push(ctx.workspace.display_path(&abs));
         }
         let mut g = self.artifacts.lock().unwrap_or_else(|p| p.into_inner());

@@ -159,7 +159,36 @@ async fn agents_lists_bash_only_with_host_bash() {
     assert_eq!(bash["max_turns"], 30);
     assert_eq!(
         bash["tools"],
-        serde_json::json!(["bash", "ls", "read_file", "write_file", "str_replace"])
+        serde_json::json!(["ls", "read_file", "write_file", "str_replace", "bash"])
+    );
+    // Effective tools: general-purpose gets every tool but the lead-only ones.
+    let gp = by_name(&list, "general-purpose");
+    assert_eq!(
+        gp["tools"],
+        serde_json::json!([
+            "ls",
+            "read_file",
+            "write_file",
+            "str_replace",
+            "glob",
+            "grep",
+            "bash"
+        ])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_shows_the_tools_a_custom_type_really_gets() {
+    let ws = workspace();
+    let cfg = write(
+        ws.path(),
+        "c.yaml",
+        "subagents:\n  custom_agents:\n    r: {description: d, system_prompt: p, tools: [read_file, task, bogus_tool]}\n",
+    );
+    let list = agents_json(&cfg).await;
+    assert_eq!(
+        by_name(&list, "r")["tools"],
+        serde_json::json!(["read_file"])
     );
 }
 

@@ -396,3 +396,22 @@ async fn output_files_that_cannot_be_written_are_usage_errors_before_the_run() {
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_written_and_presented_in_one_response_is_an_artifact() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+        {"tool_calls": [
+            {"name": "present_files", "arguments": {"filepaths": ["out/report.md", "never-written.md"]}},
+            {"name": "write_file", "arguments": {"path": "out/report.md", "content": "# r\n"}}]},
+        {"text": "done"}]}),
+    );
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "q"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["artifacts"], json!(["out/report.md"]));
+}
