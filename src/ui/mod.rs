@@ -133,20 +133,41 @@ pub fn summary_line(event: &Event) -> Option<String> {
         return None;
     };
     let mut s = format!(
-        "deerflow: {status} · {turns} turns · {} tokens · {}",
+        "deerflow: {status} · {} · {} tokens · {}",
+        plural(*turns, "turn"),
         usage.total_tokens,
         ms(*duration_ms)
     );
     if tasks.total > 0 {
+        let states = [
+            (tasks.completed, "completed"),
+            (tasks.failed, "failed"),
+            (tasks.timed_out, "timed out"),
+            (tasks.cancelled, "cancelled"),
+        ];
+        let parts: Vec<String> = states
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
         s.push_str(&format!(
-            " · {} tasks ({} completed)",
-            tasks.total, tasks.completed
+            " · {} ({})",
+            plural(tasks.total, "task"),
+            parts.join(", ")
         ));
     }
     if let Some(c) = usage.cost_usd {
         s.push_str(&format!(" · ${c:.4}"));
     }
     Some(s)
+}
+
+fn plural(n: u32, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 impl Renderer for HumanView {
@@ -237,7 +258,7 @@ mod tests {
         };
         assert_eq!(
             summary_line(&completed(tasks, Some(0.01234))).as_deref(),
-            Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed) · $0.0123")
+            Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed, 1 failed) · $0.0123")
         );
         assert_eq!(summary_line(&Event::warning("x", "y")), None);
     }
