@@ -2,7 +2,7 @@
 //! wait in FIFO order, at most `max_tasks` are accepted per run. Each task runs on its own
 //! tokio task under a child of the run's cancellation token.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,6 @@ pub struct Scheduler {
     max_concurrent: u32,
     max_tasks: u32,
     slots: Mutex<Slots>,
-    ids: Mutex<HashSet<String>>,
     tasks: Mutex<Vec<Arc<TaskRecord>>>,
 }
 
@@ -85,7 +84,6 @@ impl Scheduler {
             max_concurrent: spec.max_concurrent.max(1),
             max_tasks: spec.max_tasks,
             slots: Mutex::default(),
-            ids: Mutex::default(),
             tasks: Mutex::default(),
         })
     }
@@ -108,7 +106,7 @@ impl Scheduler {
         self.max_tasks
     }
 
-    /// Accepts a task unless the run's task limit is reached; the id is made unique.
+    /// Accepts a task unless the run's task limit is reached; its id is the call id.
     pub fn accept(
         &self,
         call_id: &str,
@@ -120,7 +118,8 @@ impl Scheduler {
         if tasks.len() as u32 >= self.max_tasks {
             return None;
         }
-        let id = self.unique_id(call_id, tasks.len());
+        // The agent loop has made every call id of the lead's transcript unique already.
+        let id = call_id.to_string();
         let rec = Arc::new(TaskRecord {
             id,
             description: description.to_string(),
@@ -133,23 +132,6 @@ impl Scheduler {
         });
         tasks.push(rec.clone());
         Some(rec)
-    }
-
-    fn unique_id(&self, call_id: &str, n: usize) -> String {
-        let mut ids = lock(&self.ids);
-        let base = if call_id.trim().is_empty() {
-            format!("task_{}", n + 1)
-        } else {
-            call_id.to_string()
-        };
-        let mut id = base.clone();
-        let mut k = 2;
-        while ids.contains(&id) {
-            id = format!("{base}-{k}");
-            k += 1;
-        }
-        ids.insert(id.clone());
-        id
     }
 
     /// Takes a running slot now (`task_started`), or joins the queue (`task_queued`). Both
