@@ -41,10 +41,7 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
     } else {
         EXIT_CONFIG
     };
-    let source = config::load(opts)
-        .ok()
-        .and_then(|l| l.source)
-        .map(|p| p.display().to_string());
+    let source = config::config_source(opts).map(|p| p.display().to_string());
     if as_json {
         let v = json!({"ok": code == EXIT_OK, "source": source, "problems": report.problems, "warnings": report.warnings});
         let printed = print(&serde_json::to_string_pretty(&v).unwrap_or_default());

@@ -118,6 +118,15 @@ fn anchor(p: &Path, base_dir: &Path, env: &Env) -> PathBuf {
 }
 
 /// The lookup order of contract §2; a named file (flag or env) must be readable.
+/// The config file the lookup order picks, if it can be read (for reports about a file
+/// that does not load).
+pub fn config_source(opts: &LoadOptions) -> Option<PathBuf> {
+    find_config(opts, &Env::process())
+        .ok()
+        .flatten()
+        .map(|(p, _)| p)
+}
+
 fn find_config(opts: &LoadOptions, env: &Env) -> Result<Option<(PathBuf, String)>, ConfigError> {
     if let Some(p) = &opts.explicit {
         return read(opts.cwd.join(p), "--config").map(Some);

@@ -22,7 +22,7 @@ mod validate;
 pub use deerflow::provider_of;
 pub use env::Env;
 pub use error::ConfigError;
-pub use load::{load, load_with, LoadOptions, LoadedConfig};
+pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };

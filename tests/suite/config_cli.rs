@@ -818,3 +818,22 @@ async fn a_duplicate_model_name_is_a_warning_in_the_run_and_bad_skills_dir_a_usa
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert_eq!(bad.stderr.lines().count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_json_names_the_file_even_when_it_has_problems() {
+    let dir = workspace();
+    let cfg = write(
+        dir.path(),
+        "bad.yaml",
+        "subagents: {timeout_seconds: abc}\n",
+    );
+    let out = deerflow(["-c", s(&cfg), "config", "check", "--json"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["source"], s(&cfg));
+    assert_eq!(v["problems"].as_array().unwrap().len(), 1);
+}
