@@ -415,3 +415,73 @@ async fn a_file_written_and_presented_in_one_response_is_an_artifact() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.completed()["artifacts"], json!(["out/report.md"]));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_from_a_file_and_the_prompt_flag_reach_the_model() {
+    use crate::support::{MockServer, Reply, Rule};
+    let server = MockServer::start().await;
+    server.push(Rule::any().times(2).reply(Reply::text("ok")));
+    let ws = workspace();
+    let file = ws.path().join("task.txt");
+    std::fs::write(&file, "FILE PROMPT\n").unwrap();
+    let env = |r: super::harness::Run| {
+        r.env("OPENAI_BASE_URL", &server.url())
+            .env("OPENAI_API_KEY", "sk-test")
+    };
+    let from_file = env(deerflow([
+        "run",
+        "--json",
+        "-m",
+        "openai:m",
+        "--prompt-file",
+        file.to_str().unwrap(),
+    ]))
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(from_file.code, 0, "{}", from_file.stderr);
+    let flag = env(deerflow([
+        "run",
+        "--json",
+        "-m",
+        "openai:m",
+        "-p",
+        "FLAG PROMPT",
+    ]))
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(flag.code, 0, "{}", flag.stderr);
+    let users: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(users, ["FILE PROMPT\n", "FLAG PROMPT"]);
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
+    let m = model_arg(&c);
+    let missing = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &m,
+        "--prompt-file",
+        "/nonexistent/task.txt",
+    ])
+    .cwd(ws.path())
+    .output()
+    .await;
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(missing.stdout.is_empty());
+    let both = deerflow(["run", "--json", "-m", &m, "-p", "a", "b"])
+        .cwd(ws.path())
+        .output()
+        .await;
+    assert_eq!(both.code, 2, "{}", both.stderr);
+    assert_eq!(both.stderr.lines().count(), 1);
+}
