@@ -152,10 +152,9 @@ pub enum Event {
 
 /// Whole seconds print as integers (`1800`, like the error texts say), others as floats.
 fn seconds<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        s.serialize_i64(*v as i64)
-    } else {
-        s.serialize_f64(*v)
+    match crate::text::whole(*v) {
+        Some(n) => s.serialize_i64(n),
+        None => s.serialize_f64(*v),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod run;
 pub mod schema;
 pub mod subagent;
+pub mod text;
 pub mod tools;
 pub mod ui;
 pub mod usage;

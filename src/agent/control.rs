@@ -50,7 +50,7 @@ impl RunControl {
             Some(StopCause::Timeout) => {
                 format!(
                     "Run timed out after {} seconds",
-                    crate::agent::prompts::secs(self.timeout_seconds.unwrap_or(0.0))
+                    crate::text::secs(self.timeout_seconds.unwrap_or(0.0))
                 )
             }
             Some(StopCause::Budget) => "Token budget exceeded".into(),

@@ -1,14 +1,5 @@
 //! System prompts, written for this project.
 
-/// Seconds as people write them: `1800`, `0.5`.
-pub fn secs(s: f64) -> String {
-    if s.fract() == 0.0 && s.abs() < 1e15 {
-        format!("{}", s as i64)
-    } else {
-        format!("{s}")
-    }
-}
-
 /// A sub-agent type as the lead's delegation guidance lists it.
 pub struct DelegationInfo {
     pub max_concurrent: u32,
@@ -72,12 +63,6 @@ fn delegation_guidance(d: &DelegationInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn seconds_format() {
-        assert_eq!(secs(1800.0), "1800");
-        assert_eq!(secs(0.5), "0.5");
-    }
 
     #[test]
     fn guidance_lists_types_and_batch_size() {

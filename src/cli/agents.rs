@@ -83,7 +83,7 @@ fn table(types: &[SubagentType], allow_bash: bool) -> String {
                 t.source.to_string(),
                 t.model.clone(),
                 t.max_turns.to_string(),
-                crate::agent::prompts::secs(t.timeout_seconds),
+                crate::text::secs(t.timeout_seconds),
                 tools_text(t, allow_bash),
                 t.skills
                     .as_ref()

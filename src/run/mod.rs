@@ -18,6 +18,8 @@ use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShar
 use crate::events::{start_writer, Event, EventSink, Output};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
+use crate::subagent::scheduler::SchedulerLimits;
+use crate::subagent::task_tool::TaskTool;
 use crate::subagent::Scheduler;
 use crate::tools::lead::{AskClarificationTool, PresentFilesTool};
 use crate::tools::{ToolBox, ToolContext};
@@ -66,10 +68,14 @@ pub async fn execute(spec: RunSpec) -> i32 {
         control: control.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
-    let scheduler = spec
-        .subagents
-        .clone()
-        .map(|setup| Scheduler::new(setup, shared.clone(), events.clone(), &spec));
+    let scheduler = spec.subagents.clone().map(|setup| {
+        Scheduler::new(
+            setup,
+            shared.clone(),
+            events.clone(),
+            scheduler_limits(&spec),
+        )
+    });
     let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
     let end = drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await;
     if let Some(s) = &scheduler {
@@ -161,6 +167,15 @@ fn run_started(spec: &RunSpec) -> Event {
     }
 }
 
+fn scheduler_limits(spec: &RunSpec) -> SchedulerLimits {
+    SchedulerLimits {
+        workspace: spec.workspace.clone(),
+        limits: spec.limits.clone(),
+        max_concurrent: spec.max_concurrent,
+        max_tasks: spec.max_tasks,
+    }
+}
+
 fn lead_agent(
     spec: &RunSpec,
     events: &EventSink,
@@ -174,7 +189,7 @@ fn lead_agent(
     }));
     tools.push(Arc::new(AskClarificationTool));
     let delegation = scheduler.map(|s| {
-        tools.push(s.task_tool());
+        tools.push(Arc::new(TaskTool::new(s.clone())));
         DelegationInfo {
             max_concurrent: spec.max_concurrent,
             types: s.type_descriptions(),
@@ -306,7 +321,7 @@ fn cause_error(c: StopCause, spec: &RunSpec) -> String {
         StopCause::StdoutClosed => "stdout was closed".into(),
         StopCause::Timeout => format!(
             "Run timed out after {} seconds",
-            prompts::secs(spec.timeout_seconds.unwrap_or(0.0))
+            crate::text::secs(spec.timeout_seconds.unwrap_or(0.0))
         ),
         StopCause::Budget => budget_error(spec),
     }

@@ -2,6 +2,7 @@
 //! cancellation tree, the set-once task state machine, and the `task` tool the lead gets.
 
 pub mod prompts;
+pub mod record;
 pub mod registry;
 pub mod scheduler;
 pub mod skills;

@@ -8,37 +8,20 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::state::{StateCell, TaskState};
+use super::record::TaskRecord;
+use super::state::TaskState;
 use super::{SubagentSetup, SubagentType};
-use crate::agent::{Progress, RunShared};
+use crate::agent::RunShared;
 use crate::events::{Event, EventSink, TaskCounts};
-use crate::run::RunSpec;
-use crate::tools::{SandboxLimits, Tool};
+use crate::tools::SandboxLimits;
 use crate::workspace::Workspace;
 
-/// One accepted task.
-pub struct TaskRecord {
-    pub id: String,
-    pub description: String,
-    pub prompt: String,
-    pub kind: Arc<SubagentType>,
-    pub state: StateCell,
-    pub progress: Arc<Progress>,
-    /// Set when the task started running (its timeout counts from here).
-    pub started: Mutex<Option<Instant>>,
-    pub accepted: Instant,
-}
-
-impl TaskRecord {
-    pub fn duration_ms(&self) -> u64 {
-        let since = self
-            .started
-            .lock()
-            .ok()
-            .and_then(|g| *g)
-            .unwrap_or(self.accepted);
-        since.elapsed().as_millis() as u64
-    }
+/// What the scheduler takes from the run's settings.
+pub struct SchedulerLimits {
+    pub workspace: Arc<Workspace>,
+    pub limits: Arc<SandboxLimits>,
+    pub max_concurrent: u32,
+    pub max_tasks: u32,
 }
 
 #[derive(Default)]
@@ -73,24 +56,18 @@ impl Scheduler {
         setup: Arc<SubagentSetup>,
         shared: Arc<RunShared>,
         events: EventSink,
-        spec: &RunSpec,
+        limits: SchedulerLimits,
     ) -> Arc<Self> {
         Arc::new(Self {
             setup,
             shared,
             events,
-            workspace: spec.workspace.clone(),
-            limits: spec.limits.clone(),
-            max_concurrent: spec.max_concurrent.max(1),
-            max_tasks: spec.max_tasks,
+            workspace: limits.workspace,
+            limits: limits.limits,
+            max_concurrent: limits.max_concurrent.max(1),
+            max_tasks: limits.max_tasks,
             slots: Mutex::default(),
             tasks: Mutex::default(),
-        })
-    }
-
-    pub fn task_tool(self: &Arc<Self>) -> Arc<dyn Tool> {
-        Arc::new(super::task_tool::TaskTool {
-            scheduler: self.clone(),
         })
     }
 
@@ -119,17 +96,7 @@ impl Scheduler {
             return None;
         }
         // The agent loop has made every call id of the lead's transcript unique already.
-        let id = call_id.to_string();
-        let rec = Arc::new(TaskRecord {
-            id,
-            description: description.to_string(),
-            prompt: prompt.to_string(),
-            kind,
-            state: StateCell::default(),
-            progress: Arc::new(Progress::default()),
-            started: Mutex::new(None),
-            accepted: Instant::now(),
-        });
+        let rec = Arc::new(TaskRecord::new(call_id, description, prompt, kind));
         tasks.push(rec.clone());
         Some(rec)
     }
@@ -140,7 +107,7 @@ impl Scheduler {
         let mut s = lock(&self.slots);
         if s.running < self.max_concurrent {
             s.running += 1;
-            self.mark_started(rec);
+            rec.start(&self.events);
             return Admission::Now;
         }
         let (tx, rx) = oneshot::channel();
@@ -170,30 +137,13 @@ impl Scheduler {
                 break;
             };
             // A task cancelled while queued has its terminal state already: skip it.
-            if !self.mark_started(&rec) {
+            if !rec.start(&self.events) {
                 continue;
             }
             if tx.send(()).is_ok() {
                 s.running += 1;
             }
         }
-    }
-
-    /// Pending → running, with its `task_started` event. False if the task already ended.
-    fn mark_started(&self, rec: &TaskRecord) -> bool {
-        if !rec.state.start() {
-            return false;
-        }
-        *lock(&rec.started) = Some(Instant::now());
-        self.events.emit(Event::TaskStarted {
-            task_id: rec.id.clone(),
-            description: rec.description.clone(),
-            subagent_type: rec.kind.name.clone(),
-            model: rec.kind.model.clone(),
-            max_turns: rec.kind.max_turns,
-            timeout_seconds: rec.kind.timeout_seconds,
-        });
-        true
     }
 
     pub fn counts(&self) -> TaskCounts {
@@ -232,7 +182,7 @@ impl Scheduler {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         for t in pending {
-            super::task_tool::finish_cancelled(self, &t, &control.cancel_message());
+            t.cancel(&self.events, &control.cancel_message());
         }
     }
 }

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::scheduler::{Admission, Scheduler, TaskRecord};
-use super::state::TaskState;
+use super::record::TaskRecord;
+use super::scheduler::{Admission, Scheduler};
 use super::{prompts, LEAD_ONLY_TOOLS};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
-use crate::agent::prompts::secs;
 use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
@@ -21,7 +20,13 @@ use crate::tools::{arg_str, Tool, ToolBox, ToolContext, ToolOutput};
 const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
 
 pub struct TaskTool {
-    pub scheduler: Arc<Scheduler>,
+    scheduler: Arc<Scheduler>,
+}
+
+impl TaskTool {
+    pub fn new(scheduler: Arc<Scheduler>) -> Self {
+        Self { scheduler }
+    }
 }
 
 impl Tool for TaskTool {
@@ -80,7 +85,7 @@ impl Tool for TaskTool {
                     } else {
                         "the sub-agent was aborted"
                     };
-                    finish_failed(&sched, &rec, why, None)
+                    rec.fail(&sched.events, why, None)
                 }
             };
             sched.release();
@@ -140,12 +145,12 @@ async fn wait_for_slot(
             if ready.try_recv().is_ok() {
                 s.release();
             }
-            Err(finish_cancelled(s, rec, &s.shared.control.cancel_message()))
+            Err(rec.cancel(&s.events, &s.shared.control.cancel_message()))
         }
         r = &mut ready => match r {
             Ok(()) => Ok(()),
             // The queue was dropped without handing a slot over.
-            Err(_) => Err(finish_cancelled(s, rec, &s.shared.control.cancel_message())),
+            Err(_) => Err(rec.cancel(&s.events, &s.shared.control.cancel_message())),
         },
     }
 }
@@ -155,7 +160,7 @@ async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
     let cancel = s.shared.control.cancel.child_token();
     let agent = match build_agent(s, rec, cancel.clone()) {
         Ok(a) => a,
-        Err(e) => return finish_failed(s, rec, &e, None),
+        Err(e) => return rec.fail(&s.events, &e, None),
     };
     let timeout = Duration::from_secs_f64(rec.kind.timeout_seconds.max(0.0));
     let run = run_agent(&agent, &s.shared, rec.prompt.clone());
@@ -167,7 +172,7 @@ async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
     let Some(end) = end else {
         // The timeout wins the state first; then the sub-agent is told to stop and given a
         // moment to kill its child processes before its future is dropped.
-        let out = finish_timed_out(s, rec);
+        let out = rec.time_out(&s.events);
         cancel.cancel();
         let _ = tokio::time::timeout(TIMEOUT_GRACE, &mut run).await;
         return out;
@@ -241,118 +246,28 @@ pub fn subagent_tools(t: &super::SubagentType, allow_bash: bool) -> ToolBox {
 }
 
 fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
-    let control = &s.shared.control;
+    let events = &s.events;
     match end {
-        AgentEnd::Final { text, stop_reason } => finish_completed(
-            s,
-            rec,
+        AgentEnd::Final { text, stop_reason } => rec.complete(
+            events,
             text.unwrap_or_else(|| "No response generated".into()),
             stop_reason,
         ),
-        AgentEnd::MaxTurns { last_text: Some(t) } => {
-            finish_completed(s, rec, t, Some("turn_capped"))
-        }
-        AgentEnd::MaxTurns { last_text: None } => finish_failed(
-            s,
-            rec,
+        AgentEnd::MaxTurns { last_text: Some(t) } => rec.complete(events, t, Some("turn_capped")),
+        AgentEnd::MaxTurns { last_text: None } => rec.fail(
+            events,
             &format!("Reached max_turns={}", rec.kind.max_turns),
             Some("turn_capped"),
         ),
-        AgentEnd::Budget { .. } => finish_cancelled(s, rec, "Token budget exceeded"),
-        AgentEnd::Failed(e) => finish_failed(s, rec, &e, None),
-        AgentEnd::Cancelled => finish_cancelled(s, rec, &control.cancel_message()),
-        AgentEnd::Clarify { question, .. } => finish_failed(
-            s,
-            rec,
+        AgentEnd::Budget { .. } => rec.cancel(events, "Token budget exceeded"),
+        AgentEnd::Failed(e) => rec.fail(events, &e, None),
+        AgentEnd::Cancelled => rec.cancel(events, &s.shared.control.cancel_message()),
+        AgentEnd::Clarify { question, .. } => rec.fail(
+            events,
             &format!("the sub-agent asked for clarification: {question}"),
             None,
         ),
     }
-}
-
-fn finish_completed(
-    s: &Scheduler,
-    rec: &TaskRecord,
-    result: String,
-    stop_reason: Option<&str>,
-) -> ToolOutput {
-    if !rec.state.finish(TaskState::Completed) {
-        return already_ended(rec);
-    }
-    s.events.emit(Event::TaskCompleted {
-        task_id: rec.id.clone(),
-        result: result.clone(),
-        usage: rec.progress.usage(),
-        turns: rec.progress.turns(),
-        duration_ms: rec.duration_ms(),
-        stop_reason: stop_reason.map(String::from),
-    });
-    ToolOutput::ok(format!("Task Succeeded. Result: {result}"))
-}
-
-pub(super) fn finish_failed(
-    s: &Scheduler,
-    rec: &TaskRecord,
-    error: &str,
-    stop_reason: Option<&str>,
-) -> ToolOutput {
-    if !rec.state.finish(TaskState::Failed) {
-        return already_ended(rec);
-    }
-    s.events.emit(Event::TaskFailed {
-        task_id: rec.id.clone(),
-        error: error.to_string(),
-        usage: rec.progress.usage(),
-        turns: rec.progress.turns(),
-        duration_ms: rec.duration_ms(),
-        stop_reason: stop_reason.map(String::from),
-    });
-    ToolOutput::error(format!("Task failed. Error: {error}"))
-}
-
-fn finish_timed_out(s: &Scheduler, rec: &TaskRecord) -> ToolOutput {
-    let error = format!(
-        "Execution timed out after {} seconds",
-        secs(rec.kind.timeout_seconds)
-    );
-    if !rec.state.finish(TaskState::TimedOut) {
-        return already_ended(rec);
-    }
-    s.events.emit(Event::TaskTimedOut {
-        task_id: rec.id.clone(),
-        error: error.clone(),
-        timeout_seconds: rec.kind.timeout_seconds,
-        usage: rec.progress.usage(),
-        duration_ms: rec.duration_ms(),
-    });
-    ToolOutput::error(format!("Task timed out. Error: {error}"))
-}
-
-pub(super) fn finish_cancelled(s: &Scheduler, rec: &TaskRecord, error: &str) -> ToolOutput {
-    if !rec.state.finish(TaskState::Cancelled) {
-        return already_ended(rec);
-    }
-    s.events.emit(Event::TaskCancelled {
-        task_id: rec.id.clone(),
-        error: error.to_string(),
-        usage: rec.progress.usage(),
-        duration_ms: rec.duration_ms(),
-    });
-    ToolOutput::error(format!("Task cancelled. Error: {error}"))
-}
-
-/// The answer for a task whose terminal state someone else set first.
-fn already_ended(rec: &TaskRecord) -> ToolOutput {
-    let state = rec.state.get();
-    ToolOutput::error(format!(
-        "Task {}. Error: the task had already ended",
-        match state {
-            TaskState::Completed => "completed",
-            TaskState::TimedOut => "timed out",
-            TaskState::Cancelled => "cancelled",
-            _ => "failed",
-        }
-    ))
 }
 
 /// Reports a sub-agent's messages as `task_running` events with cumulative usage.

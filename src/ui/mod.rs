@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::events::{Envelope, Event, Renderer};
+use crate::text::tenths as ms;
 use live::LiveView;
-use state::{seconds as ms, Ending, Printed, ViewState};
+use state::{Ending, Printed, ViewState};
 
 pub struct HumanView {
     state: ViewState,

@@ -3,7 +3,7 @@
 //! without a TTY. Colour and bars are the renderer's business (`live.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -270,7 +270,7 @@ impl ViewState {
             line: format!(
                 "{} {what} · {detail} · {}",
                 ending.glyph(),
-                seconds(duration_ms)
+                crate::text::tenths(duration_ms)
             ),
         })
     }
@@ -329,7 +329,7 @@ pub fn task_line(t: &TaskView, now: Instant) -> String {
         short(&t.description, 60),
         t.turns + u32::from(thinking),
         tokens(t.tokens),
-        elapsed(now.saturating_duration_since(t.started))
+        crate::text::clock(now.saturating_duration_since(t.started))
     )
 }
 
@@ -387,21 +387,6 @@ pub fn tokens(n: u64) -> String {
     }
 }
 
-/// Whole seconds while running (the line changes once a second): `7s`, `2m05s`.
-pub fn elapsed(d: Duration) -> String {
-    let s = d.as_secs();
-    if s < 60 {
-        format!("{s}s")
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
-    }
-}
-
-/// `1.3s`, as the summary line prints durations.
-pub fn seconds(ms: u64) -> String {
-    format!("{:.1}s", ms as f64 / 1000.0)
-}
-
 /// One line of at most `max` characters, control characters (newlines, escapes that would
 /// move the cursor) made spaces.
 pub fn short(s: &str, max: usize) -> String {
@@ -420,6 +405,7 @@ mod tests {
     use super::*;
     use crate::usage::UsageTotals;
     use serde_json::json;
+    use std::time::Duration;
 
     fn lead(event: Event) -> Envelope {
         Envelope {
@@ -706,9 +692,6 @@ mod tests {
         assert_eq!(tokens(812), "812");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(1_234_567), "1.2M");
-        assert_eq!(elapsed(Duration::from_millis(7_900)), "7s");
-        assert_eq!(elapsed(Duration::from_secs(125)), "2m05s");
-        assert_eq!(seconds(1340), "1.3s");
         assert_eq!(short("a\nbcdef", 3), "a b…");
         assert_eq!(short("x\x1b[2Ay", 10), "x [2Ay");
     }

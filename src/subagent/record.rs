@@ -1,0 +1,144 @@
+//! One accepted task and its terminal transitions. Each transition sets the set-once state,
+//! emits the task's one terminal event and returns what the lead model sees, so whoever
+//! ends a task first (the sub-agent, its timeout, the run's shutdown) reports it, once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::state::{StateCell, TaskState};
+use super::SubagentType;
+use crate::agent::Progress;
+use crate::events::{Event, EventSink};
+use crate::text::secs;
+use crate::tools::ToolOutput;
+
+pub struct TaskRecord {
+    pub id: String,
+    pub description: String,
+    pub prompt: String,
+    pub kind: Arc<SubagentType>,
+    pub state: StateCell,
+    pub progress: Arc<Progress>,
+    /// Set when the task started running (its timeout counts from here).
+    pub started: Mutex<Option<Instant>>,
+    pub accepted: Instant,
+}
+
+impl TaskRecord {
+    pub fn new(id: &str, description: &str, prompt: &str, kind: Arc<SubagentType>) -> Self {
+        Self {
+            id: id.to_string(),
+            description: description.to_string(),
+            prompt: prompt.to_string(),
+            kind,
+            state: StateCell::default(),
+            progress: Arc::new(Progress::default()),
+            started: Mutex::new(None),
+            accepted: Instant::now(),
+        }
+    }
+
+    pub fn duration_ms(&self) -> u64 {
+        let since = self
+            .started
+            .lock()
+            .ok()
+            .and_then(|g| *g)
+            .unwrap_or(self.accepted);
+        since.elapsed().as_millis() as u64
+    }
+
+    /// Pending → running, with its `task_started` event. False if the task already ended.
+    pub fn start(&self, events: &EventSink) -> bool {
+        if !self.state.start() {
+            return false;
+        }
+        *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        events.emit(Event::TaskStarted {
+            task_id: self.id.clone(),
+            description: self.description.clone(),
+            subagent_type: self.kind.name.clone(),
+            model: self.kind.model.clone(),
+            max_turns: self.kind.max_turns,
+            timeout_seconds: self.kind.timeout_seconds,
+        });
+        true
+    }
+
+    pub fn complete(
+        &self,
+        events: &EventSink,
+        result: String,
+        stop_reason: Option<&str>,
+    ) -> ToolOutput {
+        if !self.state.finish(TaskState::Completed) {
+            return self.already_ended();
+        }
+        events.emit(Event::TaskCompleted {
+            task_id: self.id.clone(),
+            result: result.clone(),
+            usage: self.progress.usage(),
+            turns: self.progress.turns(),
+            duration_ms: self.duration_ms(),
+            stop_reason: stop_reason.map(String::from),
+        });
+        ToolOutput::ok(format!("Task Succeeded. Result: {result}"))
+    }
+
+    pub fn fail(&self, events: &EventSink, error: &str, stop_reason: Option<&str>) -> ToolOutput {
+        if !self.state.finish(TaskState::Failed) {
+            return self.already_ended();
+        }
+        events.emit(Event::TaskFailed {
+            task_id: self.id.clone(),
+            error: error.to_string(),
+            usage: self.progress.usage(),
+            turns: self.progress.turns(),
+            duration_ms: self.duration_ms(),
+            stop_reason: stop_reason.map(String::from),
+        });
+        ToolOutput::error(format!("Task failed. Error: {error}"))
+    }
+
+    pub fn time_out(&self, events: &EventSink) -> ToolOutput {
+        let error = format!(
+            "Execution timed out after {} seconds",
+            secs(self.kind.timeout_seconds)
+        );
+        if !self.state.finish(TaskState::TimedOut) {
+            return self.already_ended();
+        }
+        events.emit(Event::TaskTimedOut {
+            task_id: self.id.clone(),
+            error: error.clone(),
+            timeout_seconds: self.kind.timeout_seconds,
+            usage: self.progress.usage(),
+            duration_ms: self.duration_ms(),
+        });
+        ToolOutput::error(format!("Task timed out. Error: {error}"))
+    }
+
+    pub fn cancel(&self, events: &EventSink, error: &str) -> ToolOutput {
+        if !self.state.finish(TaskState::Cancelled) {
+            return self.already_ended();
+        }
+        events.emit(Event::TaskCancelled {
+            task_id: self.id.clone(),
+            error: error.to_string(),
+            usage: self.progress.usage(),
+            duration_ms: self.duration_ms(),
+        });
+        ToolOutput::error(format!("Task cancelled. Error: {error}"))
+    }
+
+    /// The answer for a task whose terminal state someone else set first.
+    fn already_ended(&self) -> ToolOutput {
+        let state = match self.state.get() {
+            TaskState::Completed => "completed",
+            TaskState::TimedOut => "timed out",
+            TaskState::Cancelled => "cancelled",
+            _ => "failed",
+        };
+        ToolOutput::error(format!("Task {state}. Error: the task had already ended"))
+    }
+}
