@@ -1,15 +1,20 @@
 //! The one agent loop used by the lead and by every sub-agent. They differ by tools,
 //! prompt, limits and observer — not by code path.
 
+pub mod context;
 pub mod control;
 pub mod guards;
 pub mod observer;
 pub mod prompts;
 mod turns;
 
+#[cfg(test)]
+mod loop_tests;
+
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
+pub use context::{ContextPolicy, History, KeepAll, PreCall};
 pub use control::RunControl;
 pub use observer::{LeadObserver, Observer};
 pub use turns::run_agent;
@@ -36,8 +41,10 @@ pub struct Agent {
     pub model: Arc<dyn ChatModel>,
     /// The model as the user chose it (usage events, `by_model`).
     pub model_name: String,
-    pub system: String,
+    pub system: Arc<str>,
     pub tools: ToolBox,
+    /// Acts on the history before each model call (compaction).
+    pub context: Arc<dyn ContextPolicy>,
     pub max_turns: u32,
     /// Workspace, limits and this agent's cancellation token.
     pub tool_ctx: ToolContext,

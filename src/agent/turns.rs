@@ -2,16 +2,19 @@
 //! limit, an error or cancellation.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 
+use super::context::{History, PreCall};
 use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::Event;
 use crate::model::{
     AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, RetryNotice, ToolCall,
+    ToolSpec, Usage,
 };
 use crate::tools::{Control, ToolContext, ToolOutput};
 
@@ -57,11 +60,13 @@ enum Step {
 
 /// One agent's conversation and the state its guards keep.
 struct Transcript {
-    messages: Vec<Message>,
-    tool_specs: Vec<crate::model::ToolSpec>,
+    history: History,
+    tool_specs: Arc<[ToolSpec]>,
     detector: LoopDetector,
     force_final: bool,
     last_text: Option<String>,
+    /// What the last response reported, for the context policy.
+    last_usage: Option<Usage>,
     /// Model calls made so far.
     turn: usize,
     seen_ids: HashSet<String>,
@@ -70,25 +75,34 @@ struct Transcript {
 impl Transcript {
     fn new(agent: &Agent, shared: &RunShared, prompt: String) -> Self {
         Self {
-            messages: vec![Message::User(prompt)],
+            history: History::new(Message::User(prompt)),
             tool_specs: agent.tools.iter().map(|t| t.spec()).collect(),
             detector: LoopDetector::new(shared.loop_limits.clone()),
             force_final: false,
             last_text: None,
+            last_usage: None,
             turn: 0,
             seen_ids: HashSet::new(),
         }
     }
 
-    /// One model call, its usage accounted; whether the budget is now reached.
+    /// One model call, its usage accounted; whether the budget is now reached. The
+    /// context policy sees the history first and may shrink it.
     async fn next_response(
         &mut self,
         agent: &Agent,
         shared: &RunShared,
     ) -> Result<(ModelResponse, bool), AgentEnd> {
+        let at = PreCall {
+            agent: &agent.id,
+            turn: self.turn,
+            last_usage: self.last_usage,
+            limits: agent.model.limits(),
+        };
+        agent.context.before_call(&mut self.history, at).await;
         let req = ChatRequest {
             system: agent.system.clone(),
-            messages: self.messages.clone(),
+            messages: self.history.shared(),
             tools: self.tool_specs.clone(),
             tool_choice_none: self.force_final,
             agent: agent.id.clone(),
@@ -100,11 +114,15 @@ impl Transcript {
             .progress
             .turns
             .store(self.turn as u32, std::sync::atomic::Ordering::SeqCst);
-        let resp = match call_model(agent, &req).await {
+        let resp = call_model(agent, &req).await;
+        // The request shares the history: drop it so the next push appends in place.
+        drop(req);
+        let resp = match resp {
             Ok(r) => r,
             Err(ModelError::Cancelled) => return Err(AgentEnd::Cancelled),
             Err(e) => return Err(AgentEnd::Failed(e.to_string())),
         };
+        self.last_usage = resp.usage;
         let budget_hit = account(agent, shared, &resp);
         #[cfg(debug_assertions)]
         debug_panic(&agent.caller);
@@ -165,11 +183,11 @@ impl Transcript {
 
     fn ask_for_final(&mut self, text: Option<String>) {
         self.force_final = true;
-        self.messages.push(Message::Assistant {
+        self.history.push(Message::Assistant {
             text,
             tool_calls: vec![],
         });
-        self.messages.push(Message::User(
+        self.history.push(Message::User(
             "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
         ));
     }
@@ -184,7 +202,7 @@ impl Transcript {
         notice: Option<String>,
     ) -> Option<AgentEnd> {
         agent.observer.assistant(text.as_deref(), &calls);
-        self.messages.push(Message::Assistant {
+        self.history.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
         });
@@ -194,13 +212,13 @@ impl Transcript {
             if let Some(Control::Clarify { question, options }) = out.control {
                 clarify.get_or_insert(AgentEnd::Clarify { question, options });
             }
-            self.messages.push(Message::Tool {
+            self.history.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: out.text,
             });
         }
-        if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.messages.last_mut()) {
+        if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
             content.push_str("\n\n");
             content.push_str(&n);
         }

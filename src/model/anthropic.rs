@@ -627,8 +627,8 @@ mod tests {
     fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
         ChatRequest {
             system: "be brief".into(),
-            messages,
-            tools,
+            messages: std::sync::Arc::new(messages),
+            tools: tools.into(),
             tool_choice_none: none,
             agent: AgentId::Lead,
             turn: 2,
@@ -710,7 +710,7 @@ mod tests {
         settings.max_tokens = Some(100);
         settings.temperature = Some(0.5);
         let mut req = request(vec![Message::User("hi".into())], vec![], true);
-        req.system.clear();
+        req.system = "".into();
         let body = request_body(&settings, &req);
         assert_eq!(body["max_tokens"], json!(100));
         assert_eq!(body["temperature"], json!(0.5));

@@ -134,12 +134,13 @@ impl std::fmt::Display for AgentId {
     }
 }
 
-/// Everything one model call needs.
+/// Everything one model call needs. The prompt, history and tools are shared with the
+/// agent that sends them (`Arc`), so a turn does not copy the conversation.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
-    pub system: String,
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    pub system: Arc<str>,
+    pub messages: Arc<Vec<Message>>,
+    pub tools: Arc<[ToolSpec]>,
     /// Ask for a final answer: tools are listed (for the transcript's sake) but not callable.
     pub tool_choice_none: bool,
     pub agent: AgentId,
@@ -209,6 +210,15 @@ impl ModelError {
     }
 }
 
+/// What a model can take, as configured (context policies read it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// Prompt + completion capacity in tokens.
+    pub context_window: Option<u64>,
+    /// The output limit sent with each request.
+    pub max_output_tokens: Option<u64>,
+}
+
 /// A chat model. One call = one assembled response; retries happen inside.
 pub trait ChatModel: Send + Sync {
     fn complete<'a>(
@@ -216,6 +226,11 @@ pub trait ChatModel: Send + Sync {
         req: &'a ChatRequest,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+
+    /// The model's capacity; unknown unless its configuration says.
+    fn limits(&self) -> ModelLimits {
+        ModelLimits::default()
+    }
 }
 
 /// Connection settings of an HTTP provider (OpenAI-compatible or Anthropic).

@@ -691,8 +691,8 @@ mod tests {
     fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
         ChatRequest {
             system: "be brief".into(),
-            messages,
-            tools,
+            messages: std::sync::Arc::new(messages),
+            tools: tools.into(),
             tool_choice_none: none,
             agent: AgentId::Lead,
             turn: 0,

@@ -320,9 +320,9 @@ mod tests {
 
     fn req(agent: AgentId, turn: usize) -> ChatRequest {
         ChatRequest {
-            system: String::new(),
-            messages: vec![],
-            tools: vec![],
+            system: "".into(),
+            messages: Default::default(),
+            tools: Vec::new().into(),
             tool_choice_none: false,
             agent,
             turn,

@@ -14,7 +14,7 @@ pub use spec::{LeadModel, RunSpec};
 
 use crate::agent::guards::Budget;
 use crate::agent::prompts::{self, DelegationInfo};
-use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShared};
+use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, RunControl, RunShared};
 use crate::events::{start_writer, Event, EventSink, Output};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
@@ -200,7 +200,8 @@ fn lead_agent(
         caller: "lead".into(),
         model: spec.model.model.clone(),
         model_name: spec.model.info.name.clone(),
-        system: lead_system(spec, delegation.as_ref()),
+        system: lead_system(spec, delegation.as_ref()).into(),
+        context: Arc::new(KeepAll),
         tools,
         max_turns: spec.max_turns,
         tool_ctx: ToolContext {

@@ -11,7 +11,7 @@ use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use super::{prompts, LEAD_ONLY_TOOLS};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
-use crate::agent::{run_agent, Agent, AgentEnd, Observer};
+use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, Observer};
 use crate::events::{Event, EventSink};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::{arg_str, Tool, ToolBox, ToolContext, ToolOutput};
@@ -213,7 +213,8 @@ fn build_agent(
         caller: format!("subagent:{}", t.name),
         model,
         model_name: t.model.clone(),
-        system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash),
+        system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash).into(),
+        context: Arc::new(KeepAll),
         tools: subagent_tools(t, s.limits.allow_host_bash),
         max_turns: t.max_turns,
         tool_ctx: ToolContext {

@@ -1,0 +1,415 @@
+//! The agent loop's decisions, driven by a scripted model and a recording tool: what ends a
+//! loop, which tool calls run, what the model is sent next, and what the context hook sees.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::context::{ContextPolicy, History, PreCall};
+use super::guards::{Budget, LoopLimits};
+use super::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, Progress, RunControl, RunShared};
+use crate::events::{start_writer, Envelope, Event, Output, Renderer};
+use crate::model::{
+    AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelLimits,
+    ModelResponse, ToolCall, ToolSpec, Usage,
+};
+use crate::tools::{SandboxLimits, Tool, ToolContext, ToolOutput};
+use crate::usage::Ledger;
+use crate::workspace::Workspace;
+
+/// Answers with the scripted responses in order and keeps every request it got.
+struct Script {
+    responses: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    requests: Mutex<Vec<ChatRequest>>,
+    limits: ModelLimits,
+}
+
+impl ChatModel for Script {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        _ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        self.requests.lock().unwrap().push(req.clone());
+        let next = self.responses.lock().unwrap().pop_front();
+        Box::pin(
+            async move { next.unwrap_or_else(|| Err(ModelError::Script("script ended".into()))) },
+        )
+    }
+
+    fn limits(&self) -> ModelLimits {
+        self.limits
+    }
+}
+
+/// `echo {text}` answers `text`; every call is recorded.
+struct Echo {
+    calls: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "Echoes its text".into(),
+            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        self.calls.lock().unwrap().push(args.clone());
+        let text = args["text"].as_str().unwrap_or("").to_string();
+        Box::pin(async move { ToolOutput::ok(text) })
+    }
+}
+
+struct Capture(Arc<Mutex<Vec<Event>>>);
+
+impl Renderer for Capture {
+    fn render(&mut self, env: &Envelope) {
+        self.0.lock().unwrap().push(env.event.clone());
+    }
+}
+
+fn text(t: &str) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        text: Some(t.into()),
+        ..Default::default()
+    })
+}
+
+fn call(id: &str, t: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: "echo".into(),
+        arguments: json!({ "text": t }),
+        invalid_arguments: None,
+    }
+}
+
+fn calls(c: Vec<ToolCall>, tokens: Option<u64>) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        tool_calls: c,
+        usage: tokens.map(|n| Usage {
+            input_tokens: n,
+            output_tokens: 0,
+            total_tokens: n,
+            cache_read_tokens: None,
+        }),
+        ..Default::default()
+    })
+}
+
+struct Outcome {
+    end: AgentEnd,
+    requests: Vec<ChatRequest>,
+    tool_calls: Vec<Value>,
+    events: Vec<Event>,
+}
+
+struct Setup {
+    script: Vec<Result<ModelResponse, ModelError>>,
+    max_turns: u32,
+    max_tokens: Option<u64>,
+    loop_limits: LoopLimits,
+    context: Arc<dyn ContextPolicy>,
+    limits: ModelLimits,
+    cancelled: bool,
+}
+
+impl Setup {
+    fn new(script: Vec<Result<ModelResponse, ModelError>>) -> Self {
+        Self {
+            script,
+            max_turns: 10,
+            max_tokens: None,
+            loop_limits: LoopLimits::default(),
+            context: Arc::new(KeepAll),
+            limits: ModelLimits::default(),
+            cancelled: false,
+        }
+    }
+
+    async fn run(self) -> Outcome {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(Script {
+            responses: Mutex::new(self.script.into()),
+            requests: Mutex::default(),
+            limits: self.limits,
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (events, writer) = start_writer(Output::Human(Box::new(Capture(seen.clone()))));
+        let tool_calls = Arc::new(Mutex::new(Vec::new()));
+        let control = Arc::new(RunControl::new(None));
+        let cancel = CancellationToken::new();
+        if self.cancelled {
+            cancel.cancel();
+        }
+        let agent = Agent {
+            id: AgentId::Lead,
+            caller: "lead".into(),
+            model: model.clone(),
+            model_name: "script".into(),
+            system: "be brief".into(),
+            tools: vec![Arc::new(Echo {
+                calls: tool_calls.clone(),
+            })],
+            context: self.context,
+            max_turns: self.max_turns,
+            tool_ctx: ToolContext {
+                workspace: Arc::new(Workspace::new(dir.path(), None).unwrap()),
+                limits: Arc::new(SandboxLimits::default()),
+                cancel,
+                call_id: String::new(),
+            },
+            events: events.clone(),
+            observer: Arc::new(LeadObserver {
+                events: events.clone(),
+            }),
+            progress: Arc::new(Progress::default()),
+        };
+        let shared = RunShared {
+            ledger: Arc::new(Ledger::new(HashMap::new())),
+            budget: Budget::new(self.max_tokens),
+            loop_limits: self.loop_limits,
+            control,
+        };
+        let end = run_agent(&agent, &shared, "the task".into()).await;
+        drop(agent);
+        drop(events);
+        writer.finish(|| false);
+        let requests = model.requests.lock().unwrap().clone();
+        let tool_calls = tool_calls.lock().unwrap().clone();
+        let events = seen.lock().unwrap().clone();
+        Outcome {
+            end,
+            requests,
+            tool_calls,
+            events,
+        }
+    }
+}
+
+fn final_text(t: &str) -> AgentEnd {
+    AgentEnd::Final {
+        text: Some(t.into()),
+        stop_reason: None,
+    }
+}
+
+fn warnings(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Warning { code, .. } => Some(code.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_response_without_calls_is_the_final_answer() {
+    let o = Setup::new(vec![text("done")]).run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(o.requests.len(), 1);
+    assert_eq!(
+        &*o.requests[0].messages,
+        &[Message::User("the task".into())]
+    );
+    assert!(!o.requests[0].tool_choice_none);
+}
+
+#[tokio::test]
+async fn results_go_back_in_call_order_after_the_assistant_message() {
+    let o = Setup::new(vec![
+        calls(vec![call("a", "one"), call("b", "two")], None),
+        text("done"),
+    ])
+    .run()
+    .await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(o.tool_calls.len(), 2);
+    let second = &o.requests[1].messages;
+    assert_eq!(second.len(), 4);
+    assert!(matches!(&second[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2));
+    let results: Vec<(&str, &str)> = second[2..]
+        .iter()
+        .map(|m| match m {
+            Message::Tool {
+                call_id, content, ..
+            } => (call_id.as_str(), content.as_str()),
+            other => panic!("not a tool result: {other:?}"),
+        })
+        .collect();
+    assert_eq!(results, [("a", "one"), ("b", "two")]);
+}
+
+#[tokio::test]
+async fn repeated_and_missing_ids_are_made_unique() {
+    let o = Setup::new(vec![
+        calls(vec![call("x", "1"), call("x", "2"), call("", "3")], None),
+        calls(vec![call("x", "4")], None),
+        text("done"),
+    ])
+    .run()
+    .await;
+    let ids: Vec<String> = o.requests[2]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, ["x", "x-2", "call_1_3", "x-3"]);
+}
+
+#[tokio::test]
+async fn the_last_turn_drops_its_calls_and_keeps_the_last_text() {
+    let mut first = calls(vec![call("a", "1")], None).unwrap();
+    first.text = Some("working on it".into());
+    let mut s = Setup::new(vec![Ok(first), calls(vec![call("b", "2")], None)]);
+    s.max_turns = 2;
+    let o = s.run().await;
+    assert_eq!(
+        o.end,
+        AgentEnd::MaxTurns {
+            last_text: Some("working on it".into())
+        }
+    );
+    assert_eq!(
+        o.tool_calls.len(),
+        1,
+        "the second response's call never ran"
+    );
+}
+
+#[tokio::test]
+async fn reaching_the_budget_drops_the_calls() {
+    let mut s = Setup::new(vec![calls(vec![call("a", "1")], Some(100))]);
+    s.max_tokens = Some(100);
+    let o = s.run().await;
+    assert_eq!(o.end, AgentEnd::Budget { last_text: None });
+    assert!(o.tool_calls.is_empty());
+    assert!(warnings(&o.events).contains(&"budget".to_string()));
+}
+
+#[tokio::test]
+async fn a_looping_agent_is_asked_once_more_without_tools() {
+    let same = || calls(vec![call("a", "same")], None);
+    let mut s = Setup::new(vec![same(), same(), same(), text("final")]);
+    s.loop_limits = LoopLimits {
+        warn_threshold: 2,
+        hard_limit: 3,
+        ..LoopLimits::default()
+    };
+    let o = s.run().await;
+    assert_eq!(
+        o.end,
+        AgentEnd::Final {
+            text: Some("final".into()),
+            stop_reason: Some("loop_capped")
+        }
+    );
+    // The third response reached the hard limit: its call was dropped.
+    assert_eq!(o.tool_calls.len(), 2);
+    let last = o.requests.last().unwrap();
+    assert!(last.tool_choice_none);
+    assert_eq!(warnings(&o.events), ["loop_detected", "loop_detected"]);
+}
+
+#[tokio::test]
+async fn unknown_tools_and_invalid_arguments_are_tool_errors() {
+    let unknown = ToolCall {
+        name: "nope".into(),
+        ..call("u", "")
+    };
+    let invalid = ToolCall::from_raw("i".into(), "echo".into(), "{not json");
+    let o = Setup::new(vec![calls(vec![unknown, invalid], None), text("done")])
+        .run()
+        .await;
+    assert!(o.tool_calls.is_empty());
+    let contents: Vec<String> = o.requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(contents[0].starts_with("Error: unknown tool 'nope'. Available tools: echo"));
+    assert!(contents[1].contains("not valid JSON"));
+    assert_eq!(o.end, final_text("done"));
+}
+
+#[tokio::test]
+async fn a_model_error_fails_the_agent_and_cancellation_stops_it() {
+    let o = Setup::new(vec![Err(ModelError::Script("boom".into()))])
+        .run()
+        .await;
+    assert_eq!(o.end, AgentEnd::Failed("boom".into()));
+    let mut s = Setup::new(vec![text("never")]);
+    s.cancelled = true;
+    let o = s.run().await;
+    assert_eq!(o.end, AgentEnd::Cancelled);
+    assert!(o.requests.is_empty());
+}
+
+/// (turn, last input tokens, context window, history length) at one hook call.
+type Seen = (usize, Option<u64>, Option<u64>, usize);
+
+/// Records what it saw and keeps only the task and the last message.
+struct Shrink {
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl ContextPolicy for Shrink {
+    fn before_call<'a>(&'a self, history: &'a mut History, at: PreCall<'a>) -> BoxFuture<'a, ()> {
+        self.seen.lock().unwrap().push((
+            at.turn,
+            at.last_usage.map(|u| u.input_tokens),
+            at.limits.context_window,
+            history.len(),
+        ));
+        if history.len() > 2 {
+            let m = history.messages();
+            let kept = vec![m[0].clone(), m[m.len() - 1].clone()];
+            history.replace(kept);
+        }
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn the_context_hook_sees_usage_and_limits_and_its_history_is_sent() {
+    let policy = Arc::new(Shrink {
+        seen: Mutex::default(),
+    });
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], Some(500)),
+        calls(vec![call("b", "2")], None),
+        text("done"),
+    ]);
+    s.context = policy.clone();
+    s.limits = ModelLimits {
+        context_window: Some(8000),
+        max_output_tokens: None,
+    };
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let seen = policy.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (0, None, Some(8000), 1),
+            (1, Some(500), Some(8000), 3),
+            (2, None, Some(8000), 4),
+        ]
+    );
+    // What the hook kept is exactly what the model got.
+    assert_eq!(o.requests[1].messages.len(), 2);
+    assert!(matches!(&o.requests[1].messages[1], Message::Tool { call_id, .. } if call_id == "a"));
+    assert_eq!(o.requests[2].messages.len(), 2);
+}
