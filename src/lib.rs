@@ -18,6 +18,9 @@ pub mod run;
 pub mod schema;
 pub mod subagent;
 pub mod text;
+
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod tools;
 pub mod ui;
 pub mod usage;

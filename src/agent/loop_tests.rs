@@ -1,106 +1,23 @@
 //! The agent loop's decisions, driven by a scripted model and a recording tool: what ends a
 //! loop, which tool calls run, what the model is sent next, and what the context hook sees.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{ContextPolicy, History, PreCall};
 use super::guards::{Budget, LoopLimits};
 use super::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, Progress, RunControl, RunShared};
-use crate::events::{start_writer, Envelope, Event, Output, Renderer};
+use crate::events::Event;
 use crate::model::{
-    AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelLimits,
-    ModelResponse, ToolCall, ToolSpec, Usage,
+    AgentId, BoxFuture, ChatRequest, Message, ModelError, ModelLimits, ModelResponse, ToolCall,
 };
-use crate::tools::{SandboxLimits, Tool, ToolContext, ToolOutput};
+use crate::testing::{call, calls, text, Capture, Echo, Script};
+use crate::tools::{SandboxLimits, ToolContext};
 use crate::usage::Ledger;
 use crate::workspace::Workspace;
-
-/// Answers with the scripted responses in order and keeps every request it got.
-struct Script {
-    responses: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
-    requests: Mutex<Vec<ChatRequest>>,
-    limits: ModelLimits,
-}
-
-impl ChatModel for Script {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        _ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        self.requests.lock().unwrap().push(req.clone());
-        let next = self.responses.lock().unwrap().pop_front();
-        Box::pin(
-            async move { next.unwrap_or_else(|| Err(ModelError::Script("script ended".into()))) },
-        )
-    }
-
-    fn limits(&self) -> ModelLimits {
-        self.limits
-    }
-}
-
-/// `echo {text}` answers `text`; every call is recorded.
-struct Echo {
-    calls: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echoes its text".into(),
-            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        }
-    }
-
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        self.calls.lock().unwrap().push(args.clone());
-        let text = args["text"].as_str().unwrap_or("").to_string();
-        Box::pin(async move { ToolOutput::ok(text) })
-    }
-}
-
-struct Capture(Arc<Mutex<Vec<Event>>>);
-
-impl Renderer for Capture {
-    fn render(&mut self, env: &Envelope) {
-        self.0.lock().unwrap().push(env.event.clone());
-    }
-}
-
-fn text(t: &str) -> Result<ModelResponse, ModelError> {
-    Ok(ModelResponse {
-        text: Some(t.into()),
-        ..Default::default()
-    })
-}
-
-fn call(id: &str, t: &str) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: "echo".into(),
-        arguments: json!({ "text": t }),
-        invalid_arguments: None,
-    }
-}
-
-fn calls(c: Vec<ToolCall>, tokens: Option<u64>) -> Result<ModelResponse, ModelError> {
-    Ok(ModelResponse {
-        tool_calls: c,
-        usage: tokens.map(|n| Usage {
-            input_tokens: n,
-            output_tokens: 0,
-            total_tokens: n,
-            cache_read_tokens: None,
-        }),
-        ..Default::default()
-    })
-}
 
 struct Outcome {
     end: AgentEnd,
@@ -134,13 +51,8 @@ impl Setup {
 
     async fn run(self) -> Outcome {
         let dir = tempfile::tempdir().unwrap();
-        let model = Arc::new(Script {
-            responses: Mutex::new(self.script.into()),
-            requests: Mutex::default(),
-            limits: self.limits,
-        });
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (events, writer) = start_writer(Output::Human(Box::new(Capture(seen.clone()))));
+        let model = Arc::new(Script::new(self.script).with_limits(self.limits));
+        let (events, writer, seen) = Capture::start();
         let tool_calls = Arc::new(Mutex::new(Vec::new()));
         let control = Arc::new(RunControl::new(None));
         let cancel = CancellationToken::new();
@@ -180,7 +92,7 @@ impl Setup {
         drop(agent);
         drop(events);
         writer.finish(|| false);
-        let requests = model.requests.lock().unwrap().clone();
+        let requests = model.requests();
         let tool_calls = tool_calls.lock().unwrap().clone();
         let events = seen.lock().unwrap().clone();
         Outcome {

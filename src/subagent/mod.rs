@@ -5,6 +5,8 @@ pub mod prompts;
 pub mod record;
 pub mod registry;
 pub mod scheduler;
+#[cfg(test)]
+mod scheduler_tests;
 pub mod skills;
 pub mod state;
 pub mod task_tool;

@@ -1,0 +1,142 @@
+//! Test doubles shared by the unit tests of the agent loop, the scheduler and the task
+//! tool: a scripted model, a recording tool and an event capture.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use crate::events::{start_writer, Envelope, Event, EventSink, EventWriter, Output, Renderer};
+use crate::model::{
+    BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelLimits, ModelResponse,
+    ToolCall, ToolSpec, Usage,
+};
+use crate::tools::{Tool, ToolContext, ToolOutput};
+
+/// Answers with the scripted responses in order and keeps every request it got; past the
+/// end of the script every call fails.
+pub struct Script {
+    responses: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    requests: Mutex<Vec<ChatRequest>>,
+    limits: ModelLimits,
+}
+
+impl Script {
+    pub fn new(responses: Vec<Result<ModelResponse, ModelError>>) -> Self {
+        Self {
+            responses: Mutex::new(responses.into()),
+            requests: Mutex::default(),
+            limits: ModelLimits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: ModelLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl ChatModel for Script {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        _ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        self.requests.lock().unwrap().push(req.clone());
+        let next = self.responses.lock().unwrap().pop_front();
+        Box::pin(
+            async move { next.unwrap_or_else(|| Err(ModelError::Script("script ended".into()))) },
+        )
+    }
+
+    fn limits(&self) -> ModelLimits {
+        self.limits
+    }
+}
+
+/// `echo {text}` answers `text`; every call's arguments are recorded.
+pub struct Echo {
+    pub calls: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "Echoes its text".into(),
+            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        self.calls.lock().unwrap().push(args.clone());
+        let text = args["text"].as_str().unwrap_or("").to_string();
+        Box::pin(async move { ToolOutput::ok(text) })
+    }
+}
+
+/// Keeps every event (with its task id) that reaches the writer.
+pub struct Capture(pub Arc<Mutex<Vec<Event>>>, pub Arc<Mutex<Vec<Envelope>>>);
+
+impl Capture {
+    /// A sink whose events are kept; finish the writer before reading them.
+    pub fn start() -> (EventSink, EventWriter, Arc<Mutex<Vec<Event>>>) {
+        let (events, writer, seen, _) = Self::start_enveloped();
+        (events, writer, seen)
+    }
+
+    pub fn start_enveloped() -> (
+        EventSink,
+        EventWriter,
+        Arc<Mutex<Vec<Event>>>,
+        Arc<Mutex<Vec<Envelope>>>,
+    ) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let enveloped = Arc::new(Mutex::new(Vec::new()));
+        let (events, writer) = start_writer(Output::Human(Box::new(Capture(
+            seen.clone(),
+            enveloped.clone(),
+        ))));
+        (events, writer, seen, enveloped)
+    }
+}
+
+impl Renderer for Capture {
+    fn render(&mut self, env: &Envelope) {
+        self.0.lock().unwrap().push(env.event.clone());
+        self.1.lock().unwrap().push(env.clone());
+    }
+}
+
+pub fn text(t: &str) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        text: Some(t.into()),
+        ..Default::default()
+    })
+}
+
+pub fn call(id: &str, t: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: "echo".into(),
+        arguments: json!({ "text": t }),
+        invalid_arguments: None,
+    }
+}
+
+pub fn calls(c: Vec<ToolCall>, tokens: Option<u64>) -> Result<ModelResponse, ModelError> {
+    Ok(ModelResponse {
+        tool_calls: c,
+        usage: tokens.map(|n| Usage {
+            input_tokens: n,
+            output_tokens: 0,
+            total_tokens: n,
+            cache_read_tokens: None,
+        }),
+        ..Default::default()
+    })
+}
