@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use crate::events::{start_writer, Envelope, Event, EventSink, EventWriter, Output, Renderer};
+use crate::events::{start_writer, Envelope, EventSink, EventWriter, Output, Renderer};
 use crate::model::{
     BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelLimits, ModelResponse,
     ToolCall, ToolSpec, Usage,
@@ -79,36 +79,24 @@ impl Tool for Echo {
     }
 }
 
+/// The events a [`Capture`] kept, with their task ids.
+pub type Seen = Arc<Mutex<Vec<Envelope>>>;
+
 /// Keeps every event (with its task id) that reaches the writer.
-pub struct Capture(pub Arc<Mutex<Vec<Event>>>, pub Arc<Mutex<Vec<Envelope>>>);
+pub struct Capture(Seen);
 
 impl Capture {
-    /// A sink whose events are kept; finish the writer before reading them.
-    pub fn start() -> (EventSink, EventWriter, Arc<Mutex<Vec<Event>>>) {
-        let (events, writer, seen, _) = Self::start_enveloped();
+    /// A sink whose events are kept.
+    pub fn start() -> (EventSink, EventWriter, Seen) {
+        let seen = Seen::default();
+        let (events, writer) = start_writer(Output::Human(Box::new(Capture(seen.clone()))));
         (events, writer, seen)
-    }
-
-    pub fn start_enveloped() -> (
-        EventSink,
-        EventWriter,
-        Arc<Mutex<Vec<Event>>>,
-        Arc<Mutex<Vec<Envelope>>>,
-    ) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let enveloped = Arc::new(Mutex::new(Vec::new()));
-        let (events, writer) = start_writer(Output::Human(Box::new(Capture(
-            seen.clone(),
-            enveloped.clone(),
-        ))));
-        (events, writer, seen, enveloped)
     }
 }
 
 impl Renderer for Capture {
     fn render(&mut self, env: &Envelope) {
-        self.0.lock().unwrap().push(env.event.clone());
-        self.1.lock().unwrap().push(env.clone());
+        self.0.lock().unwrap().push(env.clone());
     }
 }
 

@@ -94,7 +94,12 @@ impl Setup {
         writer.finish(|| false);
         let requests = model.requests();
         let tool_calls = tool_calls.lock().unwrap().clone();
-        let events = seen.lock().unwrap().clone();
+        let events = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.event.clone())
+            .collect();
         Outcome {
             end,
             requests,

@@ -67,7 +67,7 @@ impl Fixture {
             loop_limits: LoopLimits::default(),
             control: control.clone(),
         });
-        let (events, writer, _, seen) = Capture::start_enveloped();
+        let (events, writer, seen) = Capture::start();
         let sched = Scheduler::new(
             setup,
             shared,
@@ -210,7 +210,12 @@ fn a_terminal_state_is_reported_once() {
     assert_eq!(r.state.get(), TaskState::Completed);
     drop(events);
     writer.finish(|| false);
-    let types: Vec<&str> = seen.lock().unwrap().iter().map(|e| e.type_name()).collect();
+    let types: Vec<&str> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.event.type_name())
+        .collect();
     assert_eq!(types, ["task_started", "task_completed"]);
 }
 
