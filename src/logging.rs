@@ -76,6 +76,7 @@ pub fn log(level: Level, msg: &str) {
         Level::Debug => "DEBUG",
         Level::Trace => "TRACE",
     };
+    let msg = crate::text::escape_controls(msg);
     let line = match TRACE.get() {
         Some(t) => format!("[trace={t}] {name} {msg}"),
         None => format!("{name} {msg}"),
@@ -84,10 +85,17 @@ pub fn log(level: Level, msg: &str) {
     let writer = WRITER.read().ok().and_then(|w| w.clone());
     match writer {
         Some(w) => w(&line),
-        None => {
-            let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-        }
+        None => stderr_line(&line),
     }
+}
+
+/// Writes one line to stderr. A closed or full stderr is ignored: it must never change an
+/// exit code or panic (contract §12), as `eprintln!` would.
+pub fn stderr_line(line: &str) {
+    let mut buf = String::with_capacity(line.len() + 1);
+    buf.push_str(line);
+    buf.push('\n');
+    let _ = std::io::stderr().write_all(buf.as_bytes());
 }
 
 pub fn warn(msg: &str) {

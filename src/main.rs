@@ -16,7 +16,9 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("deerflow: cannot start the async runtime: {e}");
+            deerflow::logging::stderr_line(&format!(
+                "deerflow: cannot start the async runtime: {e}"
+            ));
             std::process::exit(1);
         }
     };

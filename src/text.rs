@@ -1,6 +1,10 @@
 //! Text rules every layer shares: how seconds are written and how long text is cut. A leaf
 //! module (it imports nothing of the crate), so any layer may use it without a cycle.
 
+/// The longest duration a flag or config key may give (one year, contract §12): longer ones
+/// are mistakes, and would overflow deadlines.
+pub const MAX_SECONDS: f64 = 31_536_000.0;
+
 /// Seconds as people write them and as the contract's messages show them: `1800`, `0.5`.
 pub fn secs(s: f64) -> String {
     match whole(s) {
@@ -28,6 +32,25 @@ pub fn clock(d: std::time::Duration) -> String {
 /// Milliseconds to a tenth of a second, as a summary line shows a finished run: `1.3s`.
 pub fn tenths(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// `s` on one line with every control character made visible (`\n`, `\u{1b}`), so text
+/// from providers, models or tools can neither forge log lines nor drive a terminal.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Which part of a text survives a cut.
@@ -136,6 +159,15 @@ mod tests {
         assert_eq!(clock(std::time::Duration::from_secs(125)), "2m05s");
         assert_eq!(clock(std::time::Duration::from_millis(7_900)), "7s");
         assert_eq!(tenths(1340), "1.3s");
+    }
+
+    #[test]
+    fn control_characters_are_made_visible() {
+        assert_eq!(escape_controls("plain ünïcode"), "plain ünïcode");
+        assert_eq!(
+            escape_controls("a\nb\r\t\u{1b}]52;c;x\u{7}"),
+            "a\\nb\\r\\t\\u{1b}]52;c;x\\u{7}"
+        );
     }
 
     #[test]

@@ -163,22 +163,22 @@ pub struct RunArgs {
     pub color: ColorChoice,
 }
 
-/// `90s`, `30m`, `1h`, `1h30m`, or plain seconds.
+/// `90s`, `30m`, `1h`, `1h30m`, or plain seconds; positive and at most a year.
 pub fn parse_duration(s: &str) -> Result<f64, String> {
     let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return if secs > 0.0 && secs.is_finite() {
-            Ok(secs)
-        } else {
-            Err(format!("'{s}' must be a positive duration"))
-        };
-    }
-    let d = humantime::parse_duration(t)
-        .map_err(|e| format!("'{s}' is not a duration like 90s, 30m or 1h ({e})"))?;
-    if d.is_zero() {
+    let secs = match t.parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("'{s}' is not a duration like 90s, 30m or 1h ({e})"))?
+            .as_secs_f64(),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("'{s}' must be a positive duration"));
     }
-    Ok(d.as_secs_f64())
+    if secs > crate::text::MAX_SECONDS {
+        return Err(format!("'{s}' is longer than a year (31536000 s)"));
+    }
+    Ok(secs)
 }
 
 #[cfg(test)]
@@ -198,6 +198,16 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(3600.0));
         assert_eq!(parse_duration("2.5"), Ok(2.5));
         assert!(parse_duration("0s").is_err());
+        assert_eq!(parse_duration("365d"), Ok(31_536_000.0));
+        for long in ["1e30", "366d", "18446744073709551615s", "31536001"] {
+            assert!(
+                parse_duration(long)
+                    .unwrap_err()
+                    .contains("longer than a year"),
+                "{long}"
+            );
+        }
+        assert!(parse_duration("NaN").is_err());
         assert!(parse_duration("soon").is_err());
     }
 }

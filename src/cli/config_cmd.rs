@@ -57,11 +57,14 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
         } else {
             format!("{n} problems: ")
         };
-        eprintln!("deerflow: config error: {head}{}", list.replace('\n', " "));
+        crate::logging::stderr_line(&format!(
+            "deerflow: config error: {head}{}",
+            crate::text::escape_controls(&list.replace('\n', " "))
+        ));
         return code;
     }
     for w in &report.warnings {
-        eprintln!("deerflow: warning: {w}");
+        super::warning(w);
     }
     let from = source.unwrap_or_else(|| "built-in defaults (no config file found)".into());
     print(&format!("config ok: {from}"))

@@ -106,7 +106,7 @@ pub fn man() -> i32 {
     match man_page() {
         Ok(s) => print(&s),
         Err(e) => {
-            eprintln!("deerflow: cannot render the man page: {e}");
+            crate::logging::stderr_line(&format!("deerflow: cannot render the man page: {e}"));
             EXIT_FAILED
         }
     }

@@ -89,13 +89,19 @@ fn missing_subcommand(help: &str) -> String {
 
 /// One line on stderr, exit 2.
 pub fn usage_error(msg: &str) -> i32 {
-    eprintln!("deerflow: usage error: {msg} (see deerflow --help)");
+    crate::logging::stderr_line(&format!(
+        "deerflow: usage error: {} (see deerflow --help)",
+        crate::text::escape_controls(msg)
+    ));
     EXIT_USAGE
 }
 
 /// A non-fatal note outside a run: one line on stderr.
 pub fn warning(msg: &str) {
-    eprintln!("deerflow: warning: {}", msg.replace('\n', " "));
+    crate::logging::stderr_line(&format!(
+        "deerflow: warning: {}",
+        crate::text::escape_controls(&msg.replace('\n', " "))
+    ));
 }
 
 /// The notes loading produced (the one `config_ignored` line naming every ignored key, then
@@ -110,6 +116,9 @@ pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
 pub fn config_error(e: &crate::config::ConfigError) -> i32 {
     let msg = e.to_string();
     let msg = msg.trim_start_matches("config error: ");
-    eprintln!("deerflow: config error: {}", msg.replace('\n', " "));
+    crate::logging::stderr_line(&format!(
+        "deerflow: config error: {}",
+        crate::text::escape_controls(&msg.replace('\n', " "))
+    ));
     EXIT_CONFIG
 }

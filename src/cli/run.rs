@@ -207,32 +207,11 @@ fn named_by(e: Early, key: &str) -> Early {
 /// out after `run_completed` would leave a pipeline with exit 0 and no file.
 fn check_output_path(flag: &str, path: Option<&Path>) -> Result<(), Early> {
     let Some(path) = path else { return Ok(()) };
-    if path.is_dir() {
-        return Err(Early::Usage(format!(
-            "{flag} {} is a directory; give a file path",
-            path.display()
-        )));
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(Early::Usage(format!(
-            "{flag} {}: directory {} does not exist",
-            path.display(),
-            parent.display()
-        )));
-    }
-    let probe = tempfile::NamedTempFile::new_in(parent);
-    if let Err(e) = probe {
-        return Err(Early::Usage(format!(
-            "{flag} {}: cannot write in {}: {e}",
-            path.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
+    crate::run::output_file::check(path).map_err(|why| {
+        // "-o out is a directory", but "-o out: directory x does not exist".
+        let sep = if why.starts_with("is a ") { " " } else { ": " };
+        Early::Usage(format!("{flag} {}{sep}{why}", path.display()))
+    })
 }
 
 fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {

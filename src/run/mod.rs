@@ -2,6 +2,7 @@
 //! and the event writer together, and turns the outcome into `run_completed` and an exit
 //! code. Everything from `run_started` on ends with exactly one `run_completed`.
 
+pub mod output_file;
 mod signals;
 mod spec;
 mod stdout_watch;
@@ -348,34 +349,15 @@ fn existing_files(spec: &RunSpec, artifacts: &Mutex<Vec<String>>) -> Vec<String>
 /// `-o` gets the final answer only when the run completed; `--record` always writes.
 fn finish_outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) {
     if let (Some(path), RunStatus::Completed) = (&spec.output_last_message, status) {
-        if let Err(e) = write_atomic(path, final_message.unwrap_or("").as_bytes()) {
+        if let Err(e) = output_file::write(path, final_message.unwrap_or("").as_bytes()) {
             crate::logging::warn(&format!("cannot write {}: {e}", path.display()));
         }
     }
     if let Some((path, log)) = &spec.record {
-        if let Err(e) = write_atomic(path, log.to_json().as_bytes()) {
+        if let Err(e) = output_file::write(path, log.to_json().as_bytes()) {
             crate::logging::warn(&format!("cannot write cassette {}: {e}", path.display()));
         }
     }
-}
-
-/// Writes through a temporary file in the same directory and renames it into place, so a
-/// run killed mid-write never leaves a half-written file where the old one was.
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    // A temporary file is private (0600); the result gets the old file's mode, else 0644.
-    let perms = std::fs::metadata(path)
-        .map(|m| m.permissions())
-        .unwrap_or_else(|_| std::os::unix::fs::PermissionsExt::from_mode(0o644));
-    tmp.as_file().set_permissions(perms)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// A random UUID (v4 layout); its first 8 hex digits are the trace id.

@@ -6,6 +6,7 @@ mod config_cli;
 mod examples;
 mod generated_docs;
 mod guards;
+mod hardening;
 mod harness;
 mod mock_selftest;
 mod openai_http;

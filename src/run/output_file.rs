@@ -1,0 +1,165 @@
+//! The files a run writes at its end (`-o`, `--record`). A regular file (or a symlink to
+//! one) is replaced atomically, so a killed run never leaves half a file; anything else
+//! the user named — `/dev/stdout`, `/dev/fd/N`, a FIFO, a terminal — is written through in
+//! place and never replaced (contract §12).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// How a path is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file, new or existing: written beside and renamed over. A symlink is
+    /// resolved first, so the link stays and its target gets the new content.
+    Replace(PathBuf),
+    /// Something that is not a regular file: opened and written in place.
+    WriteThrough(PathBuf),
+}
+
+/// What `path` is. `Err` names the problem in words fit for a usage error.
+pub fn classify(path: &Path) -> Result<Target, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err("is a directory; give a file path".into()),
+        Ok(m) if m.is_file() => {
+            let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+            Ok(Target::Replace(real))
+        }
+        Ok(_) => Ok(Target::WriteThrough(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling symlink is written where it points, like a shell redirection.
+            match std::fs::read_link(path) {
+                Ok(to) => Ok(Target::Replace(match path.parent() {
+                    Some(dir) => dir.join(to),
+                    None => to,
+                })),
+                Err(_) => Ok(Target::Replace(path.to_path_buf())),
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Checks before the run that the end of it can write `path`: a pipeline must not learn
+/// after `run_completed` that its output file was impossible.
+pub fn check(path: &Path) -> Result<(), String> {
+    match classify(path)? {
+        Target::Replace(file) => {
+            let parent = match file.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if !parent.is_dir() {
+                return Err(format!("directory {} does not exist", parent.display()));
+            }
+            tempfile::NamedTempFile::new_in(parent)
+                .map(drop)
+                .map_err(|e| format!("cannot write in {}: {e}", parent.display()))
+        }
+        // Opening a FIFO would wait for its reader; asking suffices.
+        Target::WriteThrough(p) => writable(&p),
+    }
+}
+
+fn writable(p: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
+    }
+}
+
+/// Writes `bytes` to `path` as [`classify`] says.
+pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match classify(path).map_err(std::io::Error::other)? {
+        Target::Replace(file) => replace(&file, bytes),
+        Target::WriteThrough(p) => {
+            let mut f: File = OpenOptions::new().write(true).open(p)?;
+            f.write_all(bytes)?;
+            f.flush()
+        }
+    }
+}
+
+/// Writes through a temporary file in the same directory and renames it into place.
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    // A temporary file is private (0600); the result gets the old file's mode, else 0644.
+    let perms = std::fs::metadata(path)
+        .map(|m| m.permissions())
+        .unwrap_or_else(|_| std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    tmp.as_file().set_permissions(perms)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    #[test]
+    fn a_regular_file_is_replaced_keeping_its_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("out.txt");
+        std::fs::write(&f, "old").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write(&f, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "new");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        let fresh = d.path().join("fresh.txt");
+        write(&fresh, b"x").unwrap();
+        assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "x");
+    }
+
+    #[test]
+    fn a_symlink_stays_and_its_target_gets_the_content() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real.txt");
+        std::fs::write(&real, "old").unwrap();
+        let link = d.path().join("link.txt");
+        symlink(&real, &link).unwrap();
+        write(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_fifo_is_written_through_not_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(classify(&fifo), Ok(Target::WriteThrough(fifo.clone())));
+        assert_eq!(check(&fifo), Ok(()));
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write(&fifo, b"through").unwrap();
+        assert_eq!(reader.join().unwrap(), "through");
+        let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&ft), "still a FIFO");
+    }
+
+    #[test]
+    fn directories_and_missing_parents_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(check(d.path()).unwrap_err().contains("is a directory"));
+        let missing = d.path().join("no/such/file");
+        assert!(check(&missing).unwrap_err().contains("does not exist"));
+        assert_eq!(check(&d.path().join("ok.txt")), Ok(()));
+    }
+}

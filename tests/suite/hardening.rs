@@ -1,0 +1,134 @@
+//! Contract §12's robustness rules, one regression per defect a hostile user found: output
+//! files that are not regular files, absurd durations, a closed stderr.
+
+use std::os::unix::fs::{symlink, FileTypeExt};
+use std::os::unix::io::FromRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use super::harness::{cassette, deerflow, workspace, BIN};
+
+fn answer_cassette(dir: &Path) -> String {
+    let c = cassette(dir, json!({"version": 1, "lead": [{"text": "the answer"}]}));
+    format!("replay:{}", c.display())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_to_a_fifo_is_written_through_and_the_fifo_stays() {
+    let ws = workspace();
+    let fifo = ws.path().join("answer.pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let model = answer_cassette(ws.path());
+    let out = deerflow([
+        "run",
+        "-q",
+        "-m",
+        &model,
+        "-o",
+        fifo.to_str().unwrap(),
+        "go",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(reader.join().unwrap(), "the answer");
+    let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(ft.is_fifo(), "the FIFO was replaced");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_through_a_symlink_keeps_the_link() {
+    let ws = workspace();
+    let real = ws.path().join("real.txt");
+    std::fs::write(&real, "old").unwrap();
+    let link = ws.path().join("link.txt");
+    symlink(&real, &link).unwrap();
+    let model = answer_cassette(ws.path());
+    let out = deerflow([
+        "run",
+        "-q",
+        "-m",
+        &model,
+        "-o",
+        link.to_str().unwrap(),
+        "go",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), "the answer");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn durations_over_a_year_are_usage_errors() {
+    for args in [
+        ["--timeout", "1e30"],
+        ["--subagent-timeout", "18446744073709551615s"],
+        ["--timeout", "366d"],
+    ] {
+        let out = deerflow(["run", "-m", "replay:none.json", args[0], args[1], "go"])
+            .text()
+            .await;
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains("longer than a year"), "{}", out.stderr);
+        assert_eq!(out.stdout, "");
+    }
+}
+
+/// Runs deerflow with a stderr whose reader is gone: every write to it fails (EPIPE).
+fn with_closed_stderr(args: &[&str]) -> i32 {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) returns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created and are owned here alone.
+    let (reader, writer) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    drop(reader);
+    let status = Command::new(BIN)
+        .args(args)
+        .env_clear()
+        .env(
+            "HOME",
+            std::env::temp_dir().join("deerflow-test-home-empty"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(writer))
+        .status()
+        .unwrap();
+    status.code().unwrap_or(-1)
+}
+
+#[test]
+fn a_closed_stderr_changes_no_exit_code() {
+    assert_eq!(
+        with_closed_stderr(&["run", "--max-concurrent", "0", "x"]),
+        2
+    );
+    assert_eq!(with_closed_stderr(&["no-such-command"]), 2);
+    assert_eq!(with_closed_stderr(&["run", "-m", "openai:gpt-x", "x"]), 78);
+    let missing = std::env::temp_dir().join("deerflow-no-such-config.yaml");
+    assert_eq!(
+        with_closed_stderr(&["-c", missing.to_str().unwrap(), "config", "check"]),
+        78
+    );
+}
