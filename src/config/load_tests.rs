@@ -439,3 +439,22 @@ fn set_accepts_bracket_indexes() {
     assert_eq!(loaded.config.models[0].name, "first");
     assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
 }
+
+#[test]
+fn set_of_a_key_deerflow_does_not_use_is_reported_not_read() {
+    let loaded = load_text(
+        "models: [{name: a}]\n",
+        &[
+            "memory.key=$DF_TEST_SET_UNSET",
+            "models.0.display_name=A",
+            "models.0.api_base=http://x/v1",
+        ],
+        &Env::empty(),
+    )
+    .unwrap();
+    assert_eq!(loaded.ignored, ["models[0].display_name", "memory"]);
+    assert_eq!(
+        loaded.config.models[0].base_url.as_deref(),
+        Some("http://x/v1")
+    );
+}
