@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::args::ConfigAction;
 use super::docs::print;
-use super::{config_error, load_warnings};
+use super::{config_error, load_warnings, tool_name_warnings};
 use crate::config;
 use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
@@ -35,7 +35,15 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
 }
 
 fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
-    let report = config::check(opts);
+    let report = match config::load(opts) {
+        // The tool-name notes go where the loader's own notes are, before the models'.
+        Ok(mut loaded) => {
+            let notes = tool_name_warnings(&loaded.config);
+            loaded.warnings.extend(notes);
+            config::check_report(&loaded)
+        }
+        Err(e) => config::CheckReport::failed(&e),
+    };
     let code = if report.problems.is_empty() {
         EXIT_OK
     } else {

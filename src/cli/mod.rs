@@ -107,9 +107,26 @@ pub fn warning(msg: &str) {
 /// The notes loading produced (the one `config_ignored` line naming every ignored key, then
 /// the others), for commands that have no event stream to put them in.
 pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
-    for w in loaded.ignored_warning().iter().chain(&loaded.warnings) {
+    let tools = tool_name_warnings(&loaded.config);
+    for w in loaded
+        .ignored_warning()
+        .iter()
+        .chain(&loaded.warnings)
+        .chain(&tools)
+    {
         warning(w);
     }
+}
+
+/// The config notes only other modules can make (config knows no tools): custom agents'
+/// tool names checked against every tool deerflow has. They follow the loader's own notes.
+pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
+    let known: Vec<String> = crate::tools::standard_tools(true)
+        .iter()
+        .map(|t| t.spec().name)
+        .chain(crate::subagent::LEAD_ONLY_TOOLS.map(String::from))
+        .collect();
+    crate::subagent::registry::custom_agent_tool_warnings(&cfg.subagents, &known)
 }
 
 /// One line on stderr, exit 78.

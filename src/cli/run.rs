@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::args::{ColorChoice, RunArgs};
-use super::{config_error, usage_error};
+use super::{config_error, tool_name_warnings, usage_error};
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::ModelInfo;
@@ -138,12 +138,13 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String), Early> {
 }
 
 /// Ignored keys and entries the config names but deerflow sets aside (a duplicate model
-/// name) are both `config_ignored`.
+/// name, a tool name no tool has) are all `config_ignored`.
 fn config_warnings(loaded: &LoadedConfig) -> Vec<(String, String)> {
     loaded
         .ignored_warning()
         .into_iter()
         .chain(loaded.warnings.iter().cloned())
+        .chain(tool_name_warnings(&loaded.config))
         .map(|m| ("config_ignored".to_string(), m))
         .collect()
 }

@@ -7,14 +7,12 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::deerflow::provider_of;
-use super::keypath::{KeyPath, Seg};
+use super::keypath::{KeyPath, Problem, Seg};
 use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
 
-/// A problem at a key path (the file line is added by the caller, who has the text).
-pub type Problem = (KeyPath, String);
-
-/// Decodes the whole tree; `problems` is empty when the config is valid.
-pub fn decode(root: &Mapping, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) -> Config {
+/// Decodes the whole tree; `problems` gets every type error (value checks are
+/// `validate`'s).
+pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
     let top = KeyPath::root();
     let mut cfg = Config::default();
     if let Some(v) = root.get("models") {
@@ -37,7 +35,6 @@ pub fn decode(root: &Mapping, problems: &mut Vec<Problem>, warnings: &mut Vec<St
         cfg.token_budget =
             decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();
     }
-    super::validate::validate(&mut cfg, problems, warnings);
     cfg
 }
 
@@ -153,8 +150,8 @@ mod tests {
 
     fn run(text: &str) -> (Config, Vec<String>) {
         let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
-        let (mut problems, mut warnings) = (Vec::new(), Vec::new());
-        let cfg = decode(&root, &mut problems, &mut warnings);
+        let mut problems = Vec::new();
+        let cfg = decode(&root, &mut problems);
         (
             cfg,
             problems

@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+/// A problem at a key path (the file line is added by the loader, who has the text).
+pub type Problem = (KeyPath, String);
+
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seg {

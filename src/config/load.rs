@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::decode::{decode, Problem};
-use super::deerflow::strip_ignored;
+use super::decode::decode;
 use super::env::{expand_tree, Env};
 use super::error::ConfigError;
-use super::keypath::KeyPath;
+use super::ignored::strip_ignored;
+use super::keypath::{KeyPath, Problem};
 use super::locate::line_of;
 use super::schema::Config;
 use super::set::{apply_set, SetOverride};
+use super::validate::validate;
 
 /// What `load` needs from the command line.
 #[derive(Debug, Clone, Default)]
@@ -82,12 +83,12 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     for set in &opts.sets {
         apply_set(&mut root, set).map_err(|m| ConfigError::Invalid { problems: vec![m] })?;
     }
-    let mut ignored = Vec::new();
-    strip_ignored(&mut root, &mut ignored);
+    let ignored = strip_ignored(&mut root);
     let mut problems = Vec::new();
     let root = expand_used_sections(root, env, &mut problems);
+    let mut config = decode(&root, &mut problems);
     let mut warnings = Vec::new();
-    let mut config = decode(&root, &mut problems, &mut warnings);
+    validate(&mut config, &mut problems, &mut warnings);
     if !problems.is_empty() {
         let origin = Origin {
             text: text.as_deref(),

@@ -85,6 +85,34 @@ fn vars_in_ignored_sections_are_never_read() {
 }
 
 #[test]
+fn vars_in_ignored_keys_are_never_read_even_beside_broken_keys() {
+    // A type error, a missing required key and an unset variable in used keys do not hide
+    // the ignored keys after them: their variables are still never read.
+    let text = "subagents:\n  max_concurrent: $DF_TEST_UNSET_N\n  shiny: $DF_TEST_UNSET_S\n  custom_agents:\n    r: {tools: [ls], color: $DF_TEST_UNSET_C}\n\
+                models:\n  - {name: a, timeout: abc, display_name: $DF_TEST_UNSET_M}\nmemory: {key: $DF_TEST_UNSET_K}\n";
+    let problems = load_text(text, &[], &Env::empty())
+        .expect_err("broken config")
+        .problems();
+    let joined = problems.join("\n");
+    let want = [
+        "subagents.max_concurrent: environment variable DF_TEST_UNSET_N is not set",
+        "models[0].timeout: expected a number",
+        "subagents.max_concurrent: expected a non-negative integer",
+        "subagents.custom_agents.r.description: required key is missing",
+    ];
+    assert_eq!(problems.len(), want.len(), "{joined}");
+    for (p, w) in problems.iter().zip(want) {
+        assert!(p.starts_with(w), "{joined}");
+    }
+    for name in ["_S", "_C", "_M", "_K"] {
+        assert!(
+            !joined.contains(&format!("DF_TEST_UNSET{name}")),
+            "{joined}"
+        );
+    }
+}
+
+#[test]
 fn vars_in_used_sections_are_expanded() {
     let env = Env::from_pairs([("DF_SKILLS", "/opt/skills"), ("DF_N", "7")]);
     let loaded = load_text(
@@ -369,17 +397,15 @@ fn custom_agent_names_are_letters_digits_dash_underscore() {
 }
 
 #[test]
-fn unknown_and_lead_only_tools_of_a_custom_agent_are_warnings() {
+fn tool_names_of_a_custom_agent_are_not_the_config_s_to_judge() {
+    // Which tools exist is the tool registry's knowledge: the sub-agent registry warns
+    // (`custom_agent_tool_warnings`); loading keeps the names as written.
     let text = "subagents:\n  custom_agents:\n    r:\n      description: d\n      system_prompt: p\n      tools: [read_file, grpe, task, present_files, bash]\n";
     let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    assert_eq!(loaded.warnings, Vec::<String>::new());
     assert_eq!(
-        loaded.warnings,
-        [
-            "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, \
-             write_file, str_replace, glob, grep, bash)",
-            "subagents.custom_agents.r.tools: lead-only tools are always removed from \
-             sub-agents: task, present_files",
-        ]
+        loaded.config.subagents.custom_agents["r"].tools.as_deref(),
+        Some(&["read_file", "grpe", "task", "present_files", "bash"].map(String::from)[..])
     );
 }
 
@@ -412,4 +438,23 @@ fn set_accepts_bracket_indexes() {
     assert_eq!(loaded.config.models[1].model.as_deref(), Some("z"));
     assert_eq!(loaded.config.models[0].name, "first");
     assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+}
+
+#[test]
+fn set_of_a_key_deerflow_does_not_use_is_reported_not_read() {
+    let loaded = load_text(
+        "models: [{name: a}]\n",
+        &[
+            "memory.key=$DF_TEST_SET_UNSET",
+            "models.0.display_name=A",
+            "models.0.api_base=http://x/v1",
+        ],
+        &Env::empty(),
+    )
+    .unwrap();
+    assert_eq!(loaded.ignored, ["models[0].display_name", "memory"]);
+    assert_eq!(
+        loaded.config.models[0].base_url.as_deref(),
+        Some("http://x/v1")
+    );
 }

@@ -2,15 +2,22 @@
 //! expansion, DeerFlow compatibility, model resolution, and `config check`/`show`.
 //!
 //! Pipeline of `load`: find the file → parse to a YAML tree → apply `--set` → strip and
-//! record ignored keys → expand `$VAR`s (not in `models`, which expand on resolution) →
-//! decode section by section → validate. Each step's errors carry the key path; the file
-//! line is looked up in the original text at the end.
+//! record the keys the serde model (`schema.rs`) does not take → expand `$VAR`s (not in
+//! `models`, which expand on resolution) → decode section by section → validate. Each
+//! step's errors carry the key path; the file line is looked up in the original text at
+//! the end.
+//!
+//! The module is a leaf: it imports nothing from the rest of the crate, so every layer can
+//! read the configuration. Checks that need another module's knowledge (which tools exist)
+//! live with that module and take the loaded config.
 
 mod decode;
 mod deerflow;
 mod env;
 mod error;
+mod ignored;
 mod keypath;
+mod lenient;
 mod load;
 mod locate;
 mod models;
@@ -26,9 +33,7 @@ pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };
-pub use report::{
-    check, check_report, check_report_with, check_with, show_json, show_yaml, CheckReport,
-};
+pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::{
     AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, ProviderKind,
     SandboxConfig, SkillsConfig, SubagentsConfig, TokenBudgetConfig,

@@ -18,6 +18,14 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// The report of a config that does not load: its problems, no warnings.
+    pub fn failed(e: &ConfigError) -> Self {
+        Self {
+            problems: e.problems(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// 0 when there is no problem, else 78.
     pub fn exit_code(&self) -> i32 {
         if self.problems.is_empty() {
@@ -29,17 +37,13 @@ impl CheckReport {
 }
 
 /// Loads and checks in one go, so a config that fails to load still lists every problem.
-pub fn check(opts: &LoadOptions) -> CheckReport {
-    check_with(opts, &Env::process())
-}
-
+/// These are the config's own checks; `deerflow config check` adds the notes other modules
+/// make about the loaded config (custom agents' tool names) to `LoadedConfig::warnings`
+/// before `check_report`.
 pub fn check_with(opts: &LoadOptions, env: &Env) -> CheckReport {
     match load_with(opts, env) {
         Ok(loaded) => check_report_with(&loaded, env, &opts.cwd),
-        Err(e) => CheckReport {
-            problems: e.problems(),
-            warnings: Vec::new(),
-        },
+        Err(e) => CheckReport::failed(&e),
     }
 }
 

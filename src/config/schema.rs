@@ -1,8 +1,12 @@
 //! The typed configuration (contract §2). Defaults live here, next to the fields.
 //!
-//! These structs are deserialized from a YAML tree that has already had its ignored keys
-//! stripped and its `null`s removed (see `deerflow.rs`), so `#[serde(default)]` covers both
-//! "absent" and "null".
+//! These structs are the one list of the keys deerflow reads: a key (or alias) that no field
+//! takes is reported as ignored and removed before decoding (`ignored.rs`), so adding a
+//! field is all it takes for deerflow to read a key. Keys of sections to come (DeerFlow's
+//! `summarization`, `mcp_servers`, …) get their field with the behaviour that reads them.
+//!
+//! The tree they are deserialized from has had its `null`s removed too, so
+//! `#[serde(default)]` covers both "absent" and "null".
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

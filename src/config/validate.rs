@@ -1,17 +1,17 @@
 //! Value checks that types alone cannot express (ranges, required text, the sandbox).
+//! Whether a custom agent's tool names exist is the sub-agent registry's check
+//! (`subagent::registry::custom_agent_tool_warnings`): the tools are not config's to know.
 
 use std::collections::BTreeSet;
 
-use super::decode::Problem;
 use super::deerflow::normalize_sandbox;
-use super::keypath::KeyPath;
+use super::keypath::{KeyPath, Problem};
 use super::schema::Config;
-use crate::subagent::LEAD_ONLY_TOOLS;
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     validate_models(cfg, problems, warnings);
     validate_subagents(cfg, problems);
-    validate_custom_agents(cfg, problems, warnings);
+    validate_custom_agents(cfg, problems);
     validate_sandbox(cfg, problems);
     let top = KeyPath::root();
     let ld = &cfg.loop_detection;
@@ -75,18 +75,7 @@ fn validate_subagents(cfg: &Config, problems: &mut Vec<Problem>) {
     }
 }
 
-/// Tools a custom agent's `tools:` may name (what `standard_tools` can hold).
-const SUBAGENT_TOOLS: [&str; 7] = [
-    "ls",
-    "read_file",
-    "write_file",
-    "str_replace",
-    "glob",
-    "grep",
-    "bash",
-];
-
-fn validate_custom_agents(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
+fn validate_custom_agents(cfg: &Config, problems: &mut Vec<Problem>) {
     let at = KeyPath::root().key("subagents").key("custom_agents");
     for (name, a) in &cfg.subagents.custom_agents {
         // The name becomes a `subagent_type` value the model must spell back, and appears
@@ -111,9 +100,6 @@ fn validate_custom_agents(cfg: &Config, problems: &mut Vec<Problem>, warnings: &
             seconds(t, &here.key("timeout_seconds"), problems);
         }
         turns(a.max_turns, &here.key("max_turns"), problems);
-        if let Some(tools) = &a.tools {
-            warn_about_tools(tools, &here.key("tools"), warnings);
-        }
     }
 }
 
@@ -122,31 +108,6 @@ fn is_agent_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// A misspelt tool only narrows the agent's tool set, and a lead-only tool is removed
-/// anyway, so both are warnings: the agent still runs.
-fn warn_about_tools(tools: &[String], at: &KeyPath, warnings: &mut Vec<String>) {
-    let lead_only: Vec<&str> = tools
-        .iter()
-        .map(String::as_str)
-        .filter(|t| LEAD_ONLY_TOOLS.contains(t))
-        .collect();
-    for tool in tools {
-        let tool = tool.as_str();
-        if !SUBAGENT_TOOLS.contains(&tool) && !LEAD_ONLY_TOOLS.contains(&tool) {
-            warnings.push(format!(
-                "{at}: unknown tool '{tool}' (known: {})",
-                SUBAGENT_TOOLS.join(", ")
-            ));
-        }
-    }
-    if !lead_only.is_empty() {
-        warnings.push(format!(
-            "{at}: lead-only tools are always removed from sub-agents: {}",
-            lead_only.join(", ")
-        ));
-    }
 }
 
 fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
@@ -194,19 +155,5 @@ fn turns(v: Option<u32>, at: &KeyPath, problems: &mut Vec<Problem>) {
 fn at_least_one(v: u64, at: &KeyPath, problems: &mut Vec<Problem>) {
     if v == 0 {
         problems.push((at.clone(), "expected at least 1, found 0".into()));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subagent_tools_are_the_standard_tools() {
-        let names: Vec<String> = crate::tools::standard_tools(true)
-            .iter()
-            .map(|t| t.spec().name)
-            .collect();
-        assert_eq!(names, SUBAGENT_TOOLS);
     }
 }

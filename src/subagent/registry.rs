@@ -7,7 +7,7 @@ use crate::config::SubagentsConfig;
 use super::prompts::{
     BASH_DESCRIPTION, BASH_PROMPT, GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_PROMPT,
 };
-use super::SubagentType;
+use super::{SubagentType, LEAD_ONLY_TOOLS};
 
 /// A built-in type's own definition.
 struct BuiltIn {
@@ -92,6 +92,49 @@ pub fn effective_types(
             .map(|k| format!("subagents.agents.{k} names no sub-agent type; it is ignored")),
     );
     (types, warnings)
+}
+
+/// Warnings about the names custom agents list in `tools:`, agent by agent in name order: a
+/// name no tool has, then the lead-only ones. Neither stops the agent (a misspelt tool only
+/// narrows its set, a lead-only tool is removed anyway), so neither is an error. `known` is
+/// every tool name the run knows; lead-only names are known whether it lists them or not.
+pub fn custom_agent_tool_warnings<S: AsRef<str>>(
+    cfg: &SubagentsConfig,
+    known: &[S],
+) -> Vec<String> {
+    let known: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
+    let listed: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|t| !LEAD_ONLY_TOOLS.contains(t))
+        .collect();
+    let mut warnings = Vec::new();
+    for (name, agent) in &cfg.custom_agents {
+        let Some(tools) = &agent.tools else {
+            continue;
+        };
+        let at = format!("subagents.custom_agents.{name}.tools");
+        for tool in tools.iter().map(String::as_str) {
+            if !known.contains(&tool) && !LEAD_ONLY_TOOLS.contains(&tool) {
+                warnings.push(format!(
+                    "{at}: unknown tool '{tool}' (known: {})",
+                    listed.join(", ")
+                ));
+            }
+        }
+        let lead_only: Vec<&str> = tools
+            .iter()
+            .map(String::as_str)
+            .filter(|t| LEAD_ONLY_TOOLS.contains(t))
+            .collect();
+        if !lead_only.is_empty() {
+            warnings.push(format!(
+                "{at}: lead-only tools are always removed from sub-agents: {}",
+                lead_only.join(", ")
+            ));
+        }
+    }
+    warnings
 }
 
 /// A built-in with the global defaults applied over its own definition.
@@ -289,5 +332,47 @@ mod tests {
         assert!(warnings
             .iter()
             .any(|w| w.contains("subagents.custom_agents.general-purpose")));
+    }
+
+    #[test]
+    fn unknown_and_lead_only_tool_names_warn_per_agent() {
+        let mut cfg = SubagentsConfig::default();
+        let agent = |tools: Option<&[&str]>| CustomAgent {
+            tools: tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
+            disallowed_tools: vec!["nope".into()],
+            ..custom(None)
+        };
+        cfg.custom_agents.insert(
+            "r".into(),
+            agent(Some(&[
+                "read_file",
+                "grpe",
+                "task",
+                "present_files",
+                "bash",
+                "mcp_x",
+            ])),
+        );
+        cfg.custom_agents.insert("all".into(), agent(None));
+        cfg.custom_agents
+            .insert("a".into(), agent(Some(&["ask_clarification", "ls"])));
+        let known = ["ls", "read_file", "bash", "task", "mcp_x"];
+        assert_eq!(
+            custom_agent_tool_warnings(&cfg, &known),
+            [
+                "subagents.custom_agents.a.tools: lead-only tools are always removed from \
+                 sub-agents: ask_clarification",
+                "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, \
+                 bash, mcp_x)",
+                "subagents.custom_agents.r.tools: lead-only tools are always removed from \
+                 sub-agents: task, present_files",
+            ]
+        );
+        // Owned names work the same (a tool registry hands out `String`s).
+        let owned: Vec<String> = known.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            custom_agent_tool_warnings(&cfg, &owned),
+            custom_agent_tool_warnings(&cfg, &known)
+        );
     }
 }

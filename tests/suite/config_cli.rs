@@ -837,3 +837,74 @@ async fn config_check_json_names_the_file_even_when_it_has_problems() {
     assert_eq!(v["source"], s(&cfg));
     assert_eq!(v["problems"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn custom_agent_tool_names_are_checked_by_every_command_in_the_same_order() {
+    let dir = workspace();
+    let c = answer(dir.path(), "ok");
+    let cfg = write(
+        dir.path(),
+        "deerflow.yaml",
+        &format!(
+            "models:\n  - {{name: m, use: replay, cassette: '{0}'}}\n  - {{name: m, use: replay, cassette: '{0}'}}\n  - {{name: u, model: x, api_key: $DF_TOOLS_TEST_UNSET}}\n\
+             memory: {{}}\nsubagents:\n  custom_agents:\n    r: {{description: d, system_prompt: p, tools: [read_file, grpe, task], disallowed_tools: [nope]}}\n",
+            s(&c)
+        ),
+    );
+    let load = [
+        "ignored config keys deerflow does not use: memory".to_string(),
+        "models[1]: duplicate model name 'm'; the first entry wins".to_string(),
+        "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, write_file, \
+         str_replace, glob, grep, bash)"
+            .to_string(),
+        "subagents.custom_agents.r.tools: lead-only tools are always removed from sub-agents: task"
+            .to_string(),
+    ];
+    let stderr_lines = |out: &Output| -> Vec<String> {
+        out.stderr
+            .lines()
+            .map(|l| l.trim_start_matches("deerflow: warning: ").to_string())
+            .collect()
+    };
+    for cmd in [&["config", "show"][..], &["agents"], &["agents", "--json"]] {
+        let mut args = vec!["-c", s(&cfg)];
+        args.extend_from_slice(cmd);
+        let out = deerflow(args).cwd(dir.path()).text().await;
+        assert_eq!(out.code, 0, "{cmd:?}: {}", out.stderr);
+        assert_eq!(stderr_lines(&out), load, "{cmd:?}");
+    }
+    let out = deerflow(["-c", s(&cfg), "config", "check"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = stderr_lines(&out);
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(lines[..4], load);
+    assert!(lines[4].contains("DF_TOOLS_TEST_UNSET"), "{}", lines[4]);
+    let out = deerflow(["-c", s(&cfg), "config", "check", "--json"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let warnings: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings[..4], load);
+    let out = deerflow(["-c", s(&cfg), "run", "--json", "hi"])
+        .cwd(dir.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let ignored: Vec<String> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "config_ignored")
+        .map(|w| w["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ignored, load);
+}
