@@ -4,6 +4,7 @@
 use serde_yaml_ng::Value;
 
 use super::keypath::KeyPath;
+use super::providers;
 use super::schema::ProviderKind;
 
 /// The shape of the keys deerflow reads. Keys outside it are stripped before decoding.
@@ -168,11 +169,8 @@ fn key_text(k: &Value) -> String {
 /// `:` or `.` is a DeerFlow (LangChain) class path.
 pub fn provider_of(use_: &str) -> ProviderKind {
     let trimmed = use_.trim();
-    match trimmed.to_ascii_lowercase().as_str() {
-        "openai" => return ProviderKind::OpenAi,
-        "anthropic" => return ProviderKind::Anthropic,
-        "replay" => return ProviderKind::Replay,
-        _ => {}
+    if let Some(row) = providers::by_name(&trimmed.to_ascii_lowercase()) {
+        return row.kind.clone();
     }
     let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
     if is_gemini_native(module, class) {

@@ -14,6 +14,7 @@ mod keypath;
 mod load;
 mod locate;
 mod models;
+mod providers;
 mod report;
 mod schema;
 mod set;
@@ -26,6 +27,7 @@ pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };
+pub use providers::{HttpSettings, Provider, PROVIDERS};
 pub use report::{
     check, check_report, check_report_with, check_with, show_json, show_yaml, CheckReport,
 };

@@ -3,11 +3,18 @@
 //! Providers stream internally (SSE) but hand the agent loop one assembled
 //! [`ModelResponse`] per call: events are per response, not per token.
 
-pub mod anthropic;
-pub mod openai;
-pub mod replay;
+pub mod error_text;
+pub mod http;
+pub mod providers;
+pub mod registry;
 pub mod retry;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
+
+/// Connection settings are resolved by `config`, which stays a leaf: it does not know
+/// the clients, only what they need.
+pub use crate::config::HttpSettings;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -216,43 +223,4 @@ pub trait ChatModel: Send + Sync {
         req: &'a ChatRequest,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
-}
-
-/// Connection settings of an HTTP provider (OpenAI-compatible or Anthropic).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpSettings {
-    /// The provider's model id (`gpt-4o-mini`).
-    pub model: String,
-    /// openai: up to `/v1` (the client adds `/chat/completions`);
-    /// anthropic: without `/v1` (the client adds `/v1/messages`).
-    pub base_url: String,
-    pub api_key: Option<String>,
-    pub max_tokens: Option<u64>,
-    pub temperature: Option<f64>,
-    /// Bound on a whole request, stream included.
-    pub request_timeout: std::time::Duration,
-    pub connect_timeout: std::time::Duration,
-    /// Silence in a stream longer than this fails the request.
-    pub stream_idle_timeout: std::time::Duration,
-    pub max_retries: u32,
-}
-
-impl HttpSettings {
-    pub fn new(
-        model: impl Into<String>,
-        base_url: impl Into<String>,
-        api_key: Option<String>,
-    ) -> Self {
-        Self {
-            model: model.into(),
-            base_url: base_url.into(),
-            api_key,
-            max_tokens: None,
-            temperature: None,
-            request_timeout: std::time::Duration::from_secs(600),
-            connect_timeout: std::time::Duration::from_secs(10),
-            stream_idle_timeout: std::time::Duration::from_secs(120),
-            max_retries: 3,
-        }
-    }
 }
