@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -33,12 +33,32 @@ pub enum Message {
     Assistant {
         text: Option<String>,
         tool_calls: Vec<ToolCall>,
+        /// What the provider needs back with this message on later requests.
+        reasoning: Reasoning,
     },
     Tool {
         call_id: String,
         name: String,
         content: String,
     },
+}
+
+/// What a provider sent beside the text and tool calls of a response that it needs back,
+/// unchanged, with that assistant message on the agent's later requests. Providers that
+/// send none leave it empty; each provider reads back only the part it wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reasoning {
+    /// Reasoning text, as OpenAI-compatible servers stream it in `reasoning_content`.
+    pub text: Option<String>,
+    /// Whole provider blocks as raw JSON, in response order: Anthropic `thinking` (with its
+    /// `signature`) and `redacted_thinking` blocks.
+    pub blocks: Vec<Value>,
+}
+
+impl Reasoning {
+    pub fn is_empty(&self) -> bool {
+        self.text.is_none() && self.blocks.is_empty()
+    }
 }
 
 /// A tool call as the model made it.
@@ -52,6 +72,11 @@ pub struct ToolCall {
     /// instead of running, and the raw text is what goes back to the provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid_arguments: Option<String>,
+    /// Fields of the call the provider added beyond id, name and arguments, sent back
+    /// unchanged on the call (Gemini's `extra_content.google.thought_signature` through
+    /// its OpenAI-compatible API).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl ToolCall {
@@ -64,6 +89,7 @@ impl ToolCall {
                 name,
                 arguments: Value::Object(Default::default()),
                 invalid_arguments: None,
+                extra: Map::new(),
             };
         }
         match serde_json::from_str::<Value>(trimmed) {
@@ -72,12 +98,14 @@ impl ToolCall {
                 name,
                 arguments: v,
                 invalid_arguments: None,
+                extra: Map::new(),
             },
             _ => Self {
                 id,
                 name,
                 arguments: Value::Object(Default::default()),
                 invalid_arguments: Some(raw.to_string()),
+                extra: Map::new(),
             },
         }
     }
@@ -119,6 +147,8 @@ pub struct ModelResponse {
     /// `None` when the provider reported no usage.
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// Goes into the assistant message, for the provider's later requests.
+    pub reasoning: Reasoning,
 }
 
 /// Which agent makes a call; replay cassettes script per agent.

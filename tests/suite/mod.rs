@@ -9,6 +9,7 @@ mod guards;
 mod harness;
 mod mock_selftest;
 mod openai_http;
+mod provider_echo;
 mod provider_faults;
 mod replay_runs;
 mod signals;

@@ -9,6 +9,18 @@ use crate::model::{
     BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelResponse,
 };
 
+/// A recorded provider stream from the shared fixtures (see their README).
+#[cfg(test)]
+macro_rules! capture {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/",
+            $name
+        ))
+    };
+}
+
 mod request;
 mod stream;
 
@@ -132,6 +144,7 @@ mod test_data {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value};
     use tokio_util::sync::CancellationToken;
 
     use super::test_data::{request, TWO_TOOLS};
@@ -182,5 +195,113 @@ mod tests {
             "anthropic returned HTTP 401: invalid x-api-key [redacted]"
         );
         assert_eq!(seen.lock().unwrap().len(), 1);
+    }
+
+    async fn parse(text: &str) -> ModelResponse {
+        http::assemble::<AnthropicAssembler, _, _, _>(
+            crate::model::test_support::chunked(text, &[]),
+            std::time::Duration::from_secs(5),
+            PROVIDER,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// The messages of a request whose history holds the assistant message the agent
+    /// loop makes of `r`.
+    fn history_on_the_wire(r: ModelResponse) -> Value {
+        let assistant = Message::Assistant {
+            text: r.text,
+            tool_calls: r.tool_calls,
+            reasoning: r.reasoning,
+        };
+        let req = request(vec![Message::User("go".into()), assistant], vec![], false);
+        let settings = HttpSettings::new("claude-x", "https://api.anthropic.com", None);
+        request_body(&settings, &req)["messages"].clone()
+    }
+
+    /// Every `content_block` of a stream's `content_block_start` events, as sent.
+    fn started_blocks(stream: &str) -> Vec<Value> {
+        stream
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter(|v| v["type"] == "content_block_start")
+            .map(|v| v["content_block"].clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn thinking_blocks_go_back_whole_before_the_tool_use() {
+        let r = parse(capture!("anthropic/thinking_then_tool_use.sse")).await;
+        let thinking = "The user wants me to:\n1. Use the fixed_version tool\n2. Tell them the \
+                        version\n3. Make a short joke about it\n\nLet me first call the \
+                        fixed_version tool to see what version it returns.";
+        assert_eq!(r.reasoning.text.as_deref(), Some(thinking));
+        assert_eq!(r.reasoning.blocks.len(), 1);
+        let block = &r.reasoning.blocks[0];
+        assert_eq!(block["type"], "thinking");
+        assert_eq!(block["thinking"], thinking);
+        let signature = block["signature"].as_str().unwrap().to_string();
+        assert_eq!(signature.len(), 524);
+        assert!(signature.starts_with("EoQDCm0IDhgC"), "{signature}");
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        let messages = history_on_the_wire(r);
+        assert_eq!(
+            messages[1]["content"],
+            json!([
+                {"type": "thinking", "thinking": thinking, "signature": signature},
+                {"type": "tool_use", "id": "toolu_01825dXWLSoJwCst1qTsiWdb",
+                 "name": "fixed_version", "input": {}},
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn redacted_thinking_goes_back_verbatim() {
+        let stream = capture!("anthropic/redacted_thinking.sse");
+        let r = parse(stream).await;
+        let started = started_blocks(stream);
+        assert_eq!(r.reasoning.blocks, started[..2]);
+        let sizes: Vec<usize> = r
+            .reasoning
+            .blocks
+            .iter()
+            .map(|b| b["data"].as_str().unwrap().len())
+            .collect();
+        assert_eq!(sizes, [744, 296]);
+        assert_eq!(r.reasoning.text, None);
+        let text = r.text.clone().unwrap();
+        let content = &history_on_the_wire(r)[1]["content"];
+        assert_eq!(content[0], started[0]);
+        assert_eq!(content[1], started[1]);
+        assert_eq!(content[2], json!({"type": "text", "text": text}));
+    }
+
+    #[test]
+    fn a_non_streamed_message_keeps_its_thinking() {
+        let body = json!({"type": "message", "role": "assistant", "stop_reason": "end_turn",
+            "content": [{"type": "thinking", "thinking": "Hmm.", "signature": "c2ln"},
+                        {"type": "text", "text": "Hi."}],
+            "usage": {"input_tokens": 1, "output_tokens": 2}});
+        let r = http::parse_json_answer::<AnthropicAssembler>(&body.to_string(), PROVIDER).unwrap();
+        assert_eq!(r.reasoning.text.as_deref(), Some("Hmm."));
+        assert_eq!(
+            r.reasoning.blocks,
+            [json!({"type": "thinking", "thinking": "Hmm.", "signature": "c2ln"})]
+        );
+    }
+
+    #[test]
+    fn kept_blocks_never_make_an_empty_assistant_message() {
+        let r = ModelResponse {
+            reasoning: crate::model::Reasoning {
+                text: None,
+                blocks: vec![json!({"type": "redacted_thinking", "data": "x"})],
+            },
+            ..Default::default()
+        };
+        assert_eq!(history_on_the_wire(r).as_array().map(Vec::len), Some(1));
     }
 }

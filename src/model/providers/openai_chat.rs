@@ -22,6 +22,18 @@ macro_rules! fixture {
     };
 }
 
+/// A recorded provider stream from the shared fixtures (see their README).
+#[cfg(test)]
+macro_rules! capture {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/",
+            $name
+        ))
+    };
+}
+
 mod request;
 mod stream;
 
@@ -310,5 +322,135 @@ mod tests {
             }
         );
         hold.abort();
+    }
+
+    async fn parse(text: &str) -> ModelResponse {
+        http::assemble::<OpenAiAssembler, _, _, _>(
+            crate::model::test_support::chunked(text, &[]),
+            Duration::from_secs(5),
+            PROVIDER,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// The assistant message the agent loop makes of a response.
+    fn assistant(r: ModelResponse) -> Message {
+        Message::Assistant {
+            text: r.text,
+            tool_calls: r.tool_calls,
+            reasoning: r.reasoning,
+        }
+    }
+
+    fn assistant_on_the_wire(r: ModelResponse) -> Value {
+        let req = request(
+            vec![Message::User("date?".into()), assistant(r)],
+            vec![],
+            false,
+        );
+        request_body(&HttpSettings::new("m", "http://x/v1", None), &req)["messages"][2].clone()
+    }
+
+    #[tokio::test]
+    async fn reasoning_content_goes_back_on_the_assistant_message() {
+        let r = parse(capture!("deepseek/reasoning_then_tool_call.sse")).await;
+        assert_eq!(
+            r.reasoning.text.as_deref(),
+            Some("Let me get the current date.")
+        );
+        assert!(r.reasoning.blocks.is_empty());
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].name, "get_date");
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert!(
+            r.tool_calls[0].extra.is_empty(),
+            "{:?}",
+            r.tool_calls[0].extra
+        );
+        assert_eq!(
+            assistant_on_the_wire(r),
+            json!({
+                "role": "assistant",
+                "content": null,
+                "reasoning_content": "Let me get the current date.",
+                "tool_calls": [{"id": "call_00_tz6Vq4aG59EtpFCVbpoY3635", "type": "function",
+                                "function": {"name": "get_date", "arguments": "{}"}}],
+            })
+        );
+
+        let r = parse(capture!("deepseek/reasoner_text.sse")).await;
+        assert_eq!(
+            r.text.as_deref(),
+            Some("Hello there! 😊 How can I help you today?")
+        );
+        let reasoning = r.reasoning.text.clone().unwrap();
+        assert_eq!(reasoning.chars().count(), 882);
+        assert_eq!(
+            assistant_on_the_wire(r)["reasoning_content"],
+            json!(reasoning)
+        );
+    }
+
+    #[tokio::test]
+    async fn no_reasoning_and_no_extra_fields_add_nothing() {
+        // Azure adds `type` and filter results around the call; neither is the call's own.
+        let r = parse(capture!("azure-openai/chat_tool_call_filter_results.sse")).await;
+        assert_eq!(r.reasoning, Default::default());
+        assert_eq!(r.tool_calls[0].arguments, json!({"city": "San Francisco"}));
+        assert!(
+            r.tool_calls[0].extra.is_empty(),
+            "{:?}",
+            r.tool_calls[0].extra
+        );
+        let wire = assistant_on_the_wire(r);
+        assert!(wire.get("reasoning_content").is_none());
+        assert_eq!(
+            wire["tool_calls"][0].as_object().unwrap().len(),
+            3,
+            "{wire}"
+        );
+    }
+
+    /// Gemini's OpenAI-compatible API puts the call's thought signature in
+    /// `extra_content`, and wants it back on the call.
+    const SIGNED_CALL: &str = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,",
+        "\"id\":\"call_g1\",\"type\":\"function\",\"function\":{\"name\":\"get_country\",\"arguments\":\"\"},",
+        "\"extra_content\":{\"google\":{\"thought_signature\":\"CiQB0e2Kb+sig==\"}}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"},",
+        "\"cache_hint\":null}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    #[tokio::test]
+    async fn extra_fields_of_a_streamed_call_go_back_unchanged() {
+        let r = parse(SIGNED_CALL).await;
+        let extra = json!({"extra_content": {"google": {"thought_signature": "CiQB0e2Kb+sig=="}}});
+        assert_eq!(Value::Object(r.tool_calls[0].extra.clone()), extra);
+        assert_eq!(
+            assistant_on_the_wire(r)["tool_calls"][0],
+            json!({
+                "id": "call_g1",
+                "type": "function",
+                "function": {"name": "get_country", "arguments": "{}"},
+                "extra_content": {"google": {"thought_signature": "CiQB0e2Kb+sig=="}},
+            })
+        );
+    }
+
+    #[test]
+    fn a_non_streamed_answer_keeps_reasoning_and_extra_fields() {
+        let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "reasoning_content": "Think.",
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                            "extra_content": {"google": {"thought_signature": "s"}}}]}}]});
+        let r = http::parse_json_answer::<OpenAiAssembler>(&body.to_string(), PROVIDER).unwrap();
+        assert_eq!(r.reasoning.text.as_deref(), Some("Think."));
+        assert_eq!(
+            r.tool_calls[0].extra.get("extra_content"),
+            Some(&json!({"google": {"thought_signature": "s"}}))
+        );
     }
 }

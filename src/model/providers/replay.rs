@@ -179,6 +179,7 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         tool_calls,
         usage,
         finish_reason: Some(finish.into()),
+        reasoning: Default::default(),
     }
 }
 

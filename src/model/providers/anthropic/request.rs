@@ -48,8 +48,12 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
                     out.push(json!({"role": "user", "content": text}));
                 }
             }
-            Message::Assistant { text, tool_calls } => {
-                if let Some(wire) = wire_assistant(text.as_deref(), tool_calls) {
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                if let Some(wire) = wire_assistant(text.as_deref(), tool_calls, &reasoning.blocks) {
                     out.push(wire);
                 }
             }
@@ -86,9 +90,15 @@ fn append_to_user_blocks(out: &mut [Value], block: Value) -> bool {
 
 /// `None` for an assistant message with neither text nor calls: the API rejects empty
 /// text blocks, and dropping it only merges two user turns, which the API accepts.
-fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall]) -> Option<Value> {
-    let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
-    if let Some(text) = text.filter(|t| !t.is_empty()) {
+/// Thinking blocks go first, unchanged (their signatures cover them), as the API sent them.
+fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall], kept: &[Value]) -> Option<Value> {
+    let text = text.filter(|t| !t.is_empty());
+    if text.is_none() && tool_calls.is_empty() {
+        return None;
+    }
+    let mut blocks = Vec::with_capacity(kept.len() + tool_calls.len() + 1);
+    blocks.extend(kept.iter().cloned());
+    if let Some(text) = text {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for call in tool_calls {
@@ -97,7 +107,7 @@ fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall]) -> Option<Value> 
             json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}),
         );
     }
-    (!blocks.is_empty()).then(|| json!({"role": "assistant", "content": blocks}))
+    Some(json!({"role": "assistant", "content": blocks}))
 }
 
 fn wire_tool(tool: &ToolSpec) -> Value {
@@ -120,6 +130,7 @@ mod tests {
                 Message::Assistant {
                     text: Some("Sure.".into()),
                     tool_calls: vec![a, b],
+                    reasoning: Default::default(),
                 },
                 Message::Tool {
                     call_id: "toolu_A".into(),
@@ -135,6 +146,7 @@ mod tests {
                 Message::Assistant {
                     text: Some("Done.".into()),
                     tool_calls: vec![],
+                    reasoning: Default::default(),
                 },
             ],
             vec![tool("read_file"), tool("get_time")],

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
 use crate::model::error_text::{clip, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
-use crate::model::{ModelError, ModelResponse, ToolCall, Usage};
+use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
 #[derive(Debug, Default, Deserialize)]
 struct WireUsage {
@@ -29,7 +29,16 @@ enum Block {
         start_input: Value,
         json: String,
     },
-    /// Thinking and other block types deerflow does not use.
+    /// A `thinking` block: its start object, with the text and signature its deltas
+    /// add, goes back whole on later requests.
+    Thinking {
+        start: Map<String, Value>,
+        thinking: String,
+        signature: String,
+    },
+    /// A `redacted_thinking` block, which has no deltas and goes back verbatim.
+    Redacted(Value),
+    /// Block types deerflow does not use (server tools, citations).
     Other,
 }
 
@@ -78,6 +87,7 @@ impl Assembler for AnthropicAssembler {
         }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
+        let mut reasoning = Reasoning::default();
         for block in self.blocks.into_values() {
             match block {
                 Block::Text(t) => text.push_str(&t),
@@ -89,6 +99,23 @@ impl Assembler for AnthropicAssembler {
                 } => {
                     tool_calls.push(tool_call(id, name, &start_input, &json));
                 }
+                Block::Thinking {
+                    mut start,
+                    thinking,
+                    signature,
+                } => {
+                    if !thinking.is_empty() {
+                        let all = reasoning.text.get_or_insert_with(String::new);
+                        if !all.is_empty() {
+                            all.push_str("\n\n");
+                        }
+                        all.push_str(&thinking);
+                    }
+                    start.insert("thinking".into(), Value::String(thinking));
+                    start.insert("signature".into(), Value::String(signature));
+                    reasoning.blocks.push(Value::Object(start));
+                }
+                Block::Redacted(block) => reasoning.blocks.push(block),
                 Block::Other => {}
             }
         }
@@ -97,6 +124,7 @@ impl Assembler for AnthropicAssembler {
             tool_calls,
             usage: self.usage.as_ref().map(convert_usage),
             finish_reason: self.stop_reason,
+            reasoning,
         })
     }
 
@@ -183,6 +211,20 @@ impl AnthropicAssembler {
                 start_input: block["input"].clone(),
                 json: String::new(),
             },
+            Some("thinking") => {
+                let text = |key: &str| block[key].as_str().unwrap_or_default().to_string();
+                let (thinking, signature) = (text("thinking"), text("signature"));
+                self.kept += thinking.len() + signature.len();
+                Block::Thinking {
+                    start: block.as_object().cloned().unwrap_or_default(),
+                    thinking,
+                    signature,
+                }
+            }
+            Some("redacted_thinking") => {
+                self.kept += block["data"].as_str().map_or(0, str::len);
+                Block::Redacted(block.clone())
+            }
             _ => Block::Other,
         };
         self.blocks.insert(index, new);
@@ -208,7 +250,17 @@ impl AnthropicAssembler {
                 self.kept += piece.len();
                 json.push_str(piece);
             }
-            // Thinking, signature and citation deltas carry nothing deerflow keeps.
+            (Block::Thinking { thinking, .. }, Some("thinking_delta")) => {
+                let piece = delta["thinking"].as_str().unwrap_or_default();
+                self.kept += piece.len();
+                thinking.push_str(piece);
+            }
+            (Block::Thinking { signature, .. }, Some("signature_delta")) => {
+                let piece = delta["signature"].as_str().unwrap_or_default();
+                self.kept += piece.len();
+                signature.push_str(piece);
+            }
+            // Citation deltas and deltas of unused blocks carry nothing deerflow keeps.
             _ => {}
         }
         Ok(())
@@ -224,6 +276,7 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
                 name,
                 arguments: start_input.clone(),
                 invalid_arguments: None,
+                extra: Map::new(),
             },
             _ => ToolCall::from_raw(id, name, ""),
         }
@@ -288,13 +341,15 @@ mod tests {
                     id: "toolu_A".into(),
                     name: "read_file".into(),
                     arguments: json!({"path": "src/main.rs"}),
-                    invalid_arguments: None
+                    invalid_arguments: None,
+                    extra: Map::new(),
                 },
                 ToolCall {
                     id: "toolu_B".into(),
                     name: "get_time".into(),
                     arguments: json!({}),
-                    invalid_arguments: None
+                    invalid_arguments: None,
+                    extra: Map::new(),
                 },
             ]
         );

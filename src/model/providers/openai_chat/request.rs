@@ -42,7 +42,11 @@ fn wire_messages(req: &ChatRequest) -> Vec<Value> {
 fn wire_message(message: &Message) -> Value {
     match message {
         Message::User(text) => json!({"role": "user", "content": text}),
-        Message::Assistant { text, tool_calls } => wire_assistant(text.as_deref(), tool_calls),
+        Message::Assistant {
+            text,
+            tool_calls,
+            reasoning,
+        } => wire_assistant(text.as_deref(), tool_calls, reasoning.text.as_deref()),
         Message::Tool {
             call_id, content, ..
         } => {
@@ -51,23 +55,35 @@ fn wire_message(message: &Message) -> Value {
     }
 }
 
-fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall]) -> Value {
+fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall], reasoning: Option<&str>) -> Value {
     let text = text.filter(|t| !t.is_empty());
-    if tool_calls.is_empty() {
+    let mut message = if tool_calls.is_empty() {
         // An assistant message needs content or tool calls: keep it valid even when empty.
-        return json!({"role": "assistant", "content": text.unwrap_or("")});
+        json!({"role": "assistant", "content": text.unwrap_or("")})
+    } else {
+        let calls: Vec<Value> = tool_calls.iter().map(wire_call).collect();
+        json!({"role": "assistant", "content": text, "tool_calls": calls})
+    };
+    // The servers that stream `reasoning_content` want it back on the message.
+    if let (Some(reasoning), Value::Object(fields)) = (reasoning, &mut message) {
+        fields.insert("reasoning_content".into(), json!(reasoning));
     }
-    let calls: Vec<Value> = tool_calls
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_text()},
-            })
-        })
-        .collect();
-    json!({"role": "assistant", "content": text, "tool_calls": calls})
+    message
+}
+
+/// A call as the model made it, with the fields the server added to it.
+fn wire_call(call: &ToolCall) -> Value {
+    let mut wire = Map::new();
+    wire.insert("id".into(), json!(call.id));
+    wire.insert("type".into(), json!("function"));
+    wire.insert(
+        "function".into(),
+        json!({"name": call.name, "arguments": call.arguments_text()}),
+    );
+    for (key, value) in &call.extra {
+        wire.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Value::Object(wire)
 }
 
 fn wire_tool(tool: &ToolSpec) -> Value {
@@ -99,6 +115,7 @@ mod tests {
                 Message::Assistant {
                     text: None,
                     tool_calls: vec![call, bad],
+                    reasoning: Default::default(),
                 },
                 Message::Tool {
                     call_id: "c1".into(),
@@ -113,6 +130,7 @@ mod tests {
                 Message::Assistant {
                     text: Some("It is 12:34.".into()),
                     tool_calls: vec![],
+                    reasoning: Default::default(),
                 },
             ],
             vec![time_tool()],

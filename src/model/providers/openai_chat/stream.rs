@@ -3,14 +3,15 @@
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
 use crate::model::error_text::{clip, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
-use crate::model::{ModelError, ModelResponse, ToolCall, Usage};
+use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
 /// One `data:` chunk. Every field is optional: compatible servers differ in what they send.
 #[derive(Debug, Deserialize)]
@@ -30,6 +31,9 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct Delta {
     content: Option<String>,
+    /// DeepSeek, Qwen, llama.cpp, vLLM: the reasoning text, which goes back on the
+    /// assistant message.
+    reasoning_content: Option<String>,
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
@@ -37,7 +41,14 @@ struct Delta {
 struct ToolCallDelta {
     index: Option<u64>,
     id: Option<String>,
+    /// Always `function`; deerflow writes it itself, so it is not an extra field.
+    #[serde(rename = "type")]
+    _type: Option<IgnoredAny>,
     function: Option<FunctionDelta>,
+    /// Anything else the server put on the call (Gemini's `extra_content` with its
+    /// `thought_signature`): sent back unchanged on the call.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,19 +75,21 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    extra: Map<String, Value>,
 }
 
 /// Assembles the chunks of one streamed chat completion.
 #[derive(Debug, Default)]
 pub struct OpenAiAssembler {
     text: String,
+    reasoning: String,
     /// Tool calls by their stream `index`, which orders them.
     calls: BTreeMap<u64, PartialCall>,
     /// The index of the call a delta without `index` continues.
     last_call: Option<u64>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    /// Bytes of text and arguments so far (the response size limit).
+    /// Bytes of text, reasoning and arguments so far (the response size limit).
     kept: usize,
 }
 
@@ -113,13 +126,20 @@ impl Assembler for OpenAiAssembler {
         let tool_calls = self
             .calls
             .into_values()
-            .map(|c| ToolCall::from_raw(c.id, c.name, &c.arguments))
+            .map(|c| ToolCall {
+                extra: c.extra,
+                ..ToolCall::from_raw(c.id, c.name, &c.arguments)
+            })
             .collect();
         Ok(ModelResponse {
             text: (!self.text.is_empty()).then_some(self.text),
             tool_calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            reasoning: Reasoning {
+                text: (!self.reasoning.is_empty()).then_some(self.reasoning),
+                blocks: Vec::new(),
+            },
         })
     }
 
@@ -177,6 +197,10 @@ impl OpenAiAssembler {
             self.kept += text.len();
             self.text.push_str(&text);
         }
+        if let Some(reasoning) = delta.reasoning_content {
+            self.kept += reasoning.len();
+            self.reasoning.push_str(&reasoning);
+        }
         for call in delta.tool_calls.unwrap_or_default() {
             self.take_call_delta(call);
         }
@@ -194,6 +218,9 @@ impl OpenAiAssembler {
         if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
             call.id = id;
         }
+        // A later delta's value wins; `null`s say nothing and are not kept.
+        let extra = delta.extra.into_iter().filter(|(_, v)| !v.is_null());
+        call.extra.extend(extra);
         let Some(function) = delta.function else {
             return;
         };
@@ -315,6 +342,7 @@ mod tests {
                 name: "read_file".into(),
                 arguments: json!({"path": "src/main.rs"}),
                 invalid_arguments: None,
+                extra: Map::new(),
             }]
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
