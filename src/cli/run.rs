@@ -354,7 +354,7 @@ impl<'a> ModelBuilder<'a> {
         let m = LeadModel {
             info: ModelInfo {
                 name: r.name.clone(),
-                provider: r.provider.to_string(),
+                provider: r.provider().to_string(),
                 model: r.model.clone(),
             },
             model,

@@ -21,8 +21,6 @@ pub struct ResolvedModel {
     pub name: String,
     /// Which client serves it (`model::registry` builds it).
     pub kind: ProviderKind,
-    /// The kind's name: `openai`, `anthropic` or `replay`.
-    pub provider: &'static str,
     /// The provider's model id; for replay the cassette path as written.
     pub model: String,
     /// openai/anthropic only.
@@ -105,11 +103,15 @@ pub fn resolve_model_with(
 }
 
 impl ResolvedModel {
+    /// The provider's name, as events show it: `openai`, `anthropic` or `replay`.
+    pub fn provider(&self) -> &'static str {
+        self.kind.as_str()
+    }
+
     fn http(name: &str, kind: &ProviderKind, http: HttpSettings, price: Option<Price>) -> Self {
         Self {
             name: name.to_string(),
             kind: kind.clone(),
-            provider: kind.as_str(),
             model: http.model.clone(),
             http: Some(http),
             cassette: None,
@@ -121,7 +123,6 @@ impl ResolvedModel {
         Self {
             name: name.to_string(),
             kind: ProviderKind::Replay,
-            provider: ProviderKind::Replay.as_str(),
             model: text.to_string(),
             http: None,
             cassette: Some(cassette),
@@ -175,7 +176,7 @@ pub(super) fn resolve_entry(
 ) -> Result<ResolvedModel, ConfigError> {
     let m = &loaded.config.models[i];
     let at = format!("models[{i}]");
-    let row = match &m.provider {
+    let kind = match &m.provider {
         ProviderKind::Unsupported(class) => {
             return Err(ConfigError::Model(format!(
                 "{at} ('{}'): use: {class} is not supported (deerflow has no client for \
@@ -184,36 +185,27 @@ pub(super) fn resolve_entry(
                 m.name
             )))
         }
-        kind => providers::of_kind(kind),
+        kind => kind,
     };
-    match row {
-        Some(row) => match &row.endpoint {
-            Some(endpoint) => {
-                let http = entry_http(m, endpoint, &at, env)?;
-                Ok(ResolvedModel::http(
-                    &m.name,
-                    &row.kind,
-                    http,
-                    m.price.clone(),
-                ))
-            }
-            None => {
-                let Some(raw) = &m.cassette else {
-                    return Err(ConfigError::Model(format!(
-                        "{at}.cassette: required for use: replay (a path to a cassette file, relative to the config file)"
-                    )));
-                };
-                let text = field(raw, &at, "cassette", env)?;
-                let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
-                Ok(ResolvedModel::replay(&m.name, &text, path, m.price.clone()))
-            }
-        },
-        None => Err(ConfigError::Model(format!(
+    let Some(row) = providers::of_kind(kind) else {
+        return Err(ConfigError::Model(format!(
             "{at} ('{}'): provider {} has no client",
             m.name,
-            m.provider.as_str()
-        ))),
+            kind.as_str()
+        )));
+    };
+    if let Some(endpoint) = &row.endpoint {
+        let http = entry_http(m, endpoint, &at, env)?;
+        return Ok(ResolvedModel::http(&m.name, kind, http, m.price.clone()));
     }
+    let Some(raw) = &m.cassette else {
+        return Err(ConfigError::Model(format!(
+            "{at}.cassette: required for use: replay (a path to a cassette file, relative to the config file)"
+        )));
+    };
+    let text = field(raw, &at, "cassette", env)?;
+    let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
+    Ok(ResolvedModel::replay(&m.name, &text, path, m.price.clone()))
 }
 
 fn entry_http(

@@ -27,7 +27,8 @@ pub trait Assembler: Default {
     /// Builds the response from a whole JSON answer: some compatible servers ignore
     /// `stream: true` and answer `application/json`.
     fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
-    /// Text and tool-call argument bytes assembled so far, for [`MAX_RESPONSE_BYTES`].
+    /// Text, reasoning and tool-call argument bytes assembled so far, for
+    /// [`MAX_RESPONSE_BYTES`].
     fn kept_bytes(&self) -> usize;
 }
 
@@ -77,7 +78,7 @@ where
     assembler.finish(ended)
 }
 
-/// The most text plus tool-call argument bytes one response may assemble.
+/// The most text, reasoning and tool-call argument bytes one response may assemble.
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 
 /// Feeds every SSE event of a response body to `on_event`, as [`sse::read_events`] does,

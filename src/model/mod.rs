@@ -55,12 +55,6 @@ pub struct Reasoning {
     pub blocks: Vec<Value>,
 }
 
-impl Reasoning {
-    pub fn is_empty(&self) -> bool {
-        self.text.is_none() && self.blocks.is_empty()
-    }
-}
-
 /// A tool call as the model made it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -35,7 +35,8 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
 pub(crate) fn cannot_serve(r: &ResolvedModel) -> String {
     format!(
         "model '{}' cannot be served (provider {})",
-        r.name, r.provider
+        r.name,
+        r.provider()
     )
 }
 
@@ -47,7 +48,6 @@ mod tests {
     fn resolved(kind: ProviderKind, http: Option<HttpSettings>) -> ResolvedModel {
         ResolvedModel {
             name: "m".into(),
-            provider: kind.as_str(),
             kind,
             model: "x".into(),
             http,
