@@ -113,6 +113,7 @@ pub fn call(id: &str, t: &str) -> ToolCall {
         name: "echo".into(),
         arguments: json!({ "text": t }),
         invalid_arguments: None,
+        extra: Default::default(),
     }
 }
 

@@ -214,6 +214,7 @@ mod tests {
             name: name.into(),
             arguments: args,
             invalid_arguments: None,
+            extra: Default::default(),
         }
     }
 

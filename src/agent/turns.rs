@@ -13,8 +13,8 @@ use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::Event;
 use crate::model::{
-    AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, RetryNotice, ToolCall,
-    ToolSpec, Usage,
+    AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
+    ToolCall, ToolSpec, Usage,
 };
 use crate::tools::{Control, ToolContext, ToolOutput};
 
@@ -34,12 +34,13 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             t.last_text = text.clone();
         }
         let mut calls = resp.tool_calls;
+        let reasoning = resp.reasoning;
         unique_ids(&mut calls, &mut t.seen_ids, t.turn);
         match t.decide(agent, budget_hit, &text, calls) {
             Step::End(end) => return end,
-            Step::AskForFinal => t.ask_for_final(text),
+            Step::AskForFinal => t.ask_for_final(text, reasoning),
             Step::Run { calls, notice } => {
-                if let Some(end) = t.run_calls(agent, text, calls, notice).await {
+                if let Some(end) = t.run_calls(agent, text, calls, notice, reasoning).await {
                     return end;
                 }
             }
@@ -181,11 +182,12 @@ impl Transcript {
         }
     }
 
-    fn ask_for_final(&mut self, text: Option<String>) {
+    fn ask_for_final(&mut self, text: Option<String>, reasoning: Reasoning) {
         self.force_final = true;
         self.history.push(Message::Assistant {
             text,
             tool_calls: vec![],
+            reasoning,
         });
         self.history.push(Message::User(
             "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
@@ -200,11 +202,13 @@ impl Transcript {
         text: Option<String>,
         calls: Vec<ToolCall>,
         notice: Option<String>,
+        reasoning: Reasoning,
     ) -> Option<AgentEnd> {
         agent.observer.assistant(text.as_deref(), &calls);
         self.history.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
+            reasoning,
         });
         let outputs = run_tools(agent, &calls).await;
         let mut clarify = None;

@@ -10,10 +10,8 @@ use super::{config_error, tool_name_warnings, usage_error};
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::ModelInfo;
-use crate::model::anthropic::AnthropicModel;
-use crate::model::openai::OpenAiModel;
-use crate::model::replay::{Cassette, RecordLog, Recorder, ReplayModel};
-use crate::model::ChatModel;
+use crate::model::providers::replay::{RecordLog, Recorder};
+use crate::model::registry;
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
@@ -319,7 +317,9 @@ impl<'a> ModelBuilder<'a> {
             return Ok(m.clone());
         }
         let r = config::resolve_model(self.loaded, name, self.cwd)?;
-        let mut model = build_model(&r)?;
+        // Provider-side problems found here (an unreadable cassette, a client that cannot
+        // be built) are configuration errors: nothing has run yet.
+        let mut model = registry::build(&r).map_err(|m| Early::Config(ConfigError::Model(m)))?;
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));
         }
@@ -334,34 +334,12 @@ impl<'a> ModelBuilder<'a> {
         let m = LeadModel {
             info: ModelInfo {
                 name: r.name.clone(),
-                provider: r.provider.to_string(),
+                provider: r.provider().to_string(),
                 model: r.model.clone(),
             },
             model,
         };
         self.built.insert(name.to_string(), m.clone());
         Ok(m)
-    }
-}
-
-/// The client for a resolved model. Provider-side problems found here (an unreadable
-/// cassette, a client that cannot be built) are configuration errors: nothing has run yet.
-fn build_model(r: &config::ResolvedModel) -> Result<Arc<dyn ChatModel>, Early> {
-    let bad = |m: String| Early::Config(ConfigError::Model(m));
-    match (r.provider, &r.http, &r.cassette) {
-        ("replay", _, Some(path)) => {
-            let c = Cassette::load(path).map_err(bad)?;
-            Ok(Arc::new(ReplayModel::new(c, r.model.clone())))
-        }
-        ("openai", Some(h), _) => Ok(Arc::new(
-            OpenAiModel::new(h.clone()).map_err(|e| bad(e.to_string()))?,
-        )),
-        ("anthropic", Some(h), _) => Ok(Arc::new(
-            AnthropicModel::new(h.clone()).map_err(|e| bad(e.to_string()))?,
-        )),
-        _ => Err(bad(format!(
-            "model '{}' cannot be served (provider {})",
-            r.name, r.provider
-        ))),
     }
 }

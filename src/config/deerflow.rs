@@ -2,17 +2,15 @@
 //! sandboxes. (Which of DeerFlow's keys deerflow reads is the serde model's to say:
 //! `schema.rs`, `ignored.rs`.)
 
+use super::providers;
 use super::schema::ProviderKind;
 
 /// Maps a model's `use:` to a provider. Plain names are deerflow's own; anything with a
 /// `:` or `.` is a DeerFlow (LangChain) class path.
 pub fn provider_of(use_: &str) -> ProviderKind {
     let trimmed = use_.trim();
-    match trimmed.to_ascii_lowercase().as_str() {
-        "openai" => return ProviderKind::OpenAi,
-        "anthropic" => return ProviderKind::Anthropic,
-        "replay" => return ProviderKind::Replay,
-        _ => {}
+    if let Some(row) = providers::by_name(&trimmed.to_ascii_lowercase()) {
+        return row.kind.clone();
     }
     let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
     if is_gemini_native(module, class) {

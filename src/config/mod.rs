@@ -21,6 +21,7 @@ mod lenient;
 mod load;
 mod locate;
 mod models;
+mod providers;
 mod report;
 mod schema;
 mod set;
@@ -33,6 +34,7 @@ pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };
+pub use providers::{HttpSettings, Provider, PROVIDERS};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::{
     AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, ProviderKind,

@@ -4,16 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::model::HttpSettings;
-
 use super::deerflow::is_ollama;
 use super::env::{expand, unset_message, Env};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
+use super::providers::{self, Endpoint, HttpSettings};
 use super::schema::{Config, ModelEntry, Price, ProviderKind};
 
-const OPENAI_URL: &str = "https://api.openai.com/v1";
-const ANTHROPIC_URL: &str = "https://api.anthropic.com";
 /// langchain_ollama's default server.
 const OLLAMA_URL: &str = "http://localhost:11434";
 
@@ -22,8 +19,8 @@ const OLLAMA_URL: &str = "http://localhost:11434";
 pub struct ResolvedModel {
     /// As the user chose it: the `models[].name`, or the `PROVIDER:MODEL` text.
     pub name: String,
-    /// `openai`, `anthropic` or `replay`.
-    pub provider: &'static str,
+    /// Which client serves it (`model::registry` builds it).
+    pub kind: ProviderKind,
     /// The provider's model id; for replay the cassette path as written.
     pub model: String,
     /// openai/anthropic only.
@@ -86,33 +83,35 @@ pub fn resolve_model_with(
             "model '{spec}': the part after '{provider}:' is empty; use e.g. openai:gpt-4o-mini"
         )));
     }
-    match provider {
-        "openai" | "anthropic" => {
-            let kind = if provider == "openai" {
-                ProviderKind::OpenAi
-            } else {
-                ProviderKind::Anthropic
-            };
-            let http = spec_http(&kind, model, env, spec)?;
-            Ok(ResolvedModel::http(spec, &kind, http, None))
+    let Some(row) = providers::by_name(provider) else {
+        return Err(ConfigError::Model(format!(
+            "unknown model provider '{provider}' in '{spec}': use {}{}",
+            providers::spec_forms(),
+            configured_hint(&loaded.config)
+        )));
+    };
+    match &row.endpoint {
+        Some(endpoint) => {
+            let http = spec_http(endpoint, model, env, spec)?;
+            Ok(ResolvedModel::http(spec, &row.kind, http, None))
         }
-        "replay" => {
+        None => {
             let path = readable_cassette(&cwd.join(model), spec)?;
             Ok(ResolvedModel::replay(spec, model, path, None))
         }
-        _ => Err(ConfigError::Model(format!(
-            "unknown model provider '{provider}' in '{spec}': use openai:MODEL, anthropic:MODEL or \
-             replay:PATH{}",
-            configured_hint(&loaded.config)
-        ))),
     }
 }
 
 impl ResolvedModel {
+    /// The provider's name, as events show it: `openai`, `anthropic` or `replay`.
+    pub fn provider(&self) -> &'static str {
+        self.kind.as_str()
+    }
+
     fn http(name: &str, kind: &ProviderKind, http: HttpSettings, price: Option<Price>) -> Self {
         Self {
             name: name.to_string(),
-            provider: kind.as_str(),
+            kind: kind.clone(),
             model: http.model.clone(),
             http: Some(http),
             cassette: None,
@@ -123,7 +122,7 @@ impl ResolvedModel {
     fn replay(name: &str, text: &str, cassette: PathBuf, price: Option<Price>) -> Self {
         Self {
             name: name.to_string(),
-            provider: "replay",
+            kind: ProviderKind::Replay,
             model: text.to_string(),
             http: None,
             cassette: Some(cassette),
@@ -134,41 +133,40 @@ impl ResolvedModel {
 
 /// `openai:NAME` / `anthropic:NAME` without a config entry: everything from the environment.
 fn spec_http(
-    kind: &ProviderKind,
+    endpoint: &Endpoint,
     model: &str,
     env: &Env,
     spec: &str,
 ) -> Result<HttpSettings, ConfigError> {
-    let (key_var, url_var, default_url) = env_names(kind);
-    let base = env.get(url_var).unwrap_or_else(|| default_url.to_string());
-    let key = env.get(key_var);
-    if key.is_none() && needs_key(&base) {
+    let base = env
+        .get(endpoint.url_var)
+        .unwrap_or_else(|| endpoint.default_url.to_string());
+    let key = env_key(endpoint, env);
+    if key.is_none() && providers::needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
-            "model '{spec}' needs an API key: set {key_var} (or add a models: entry with api_key)"
+            "model '{spec}' needs an API key: set {} (or add a models: entry with api_key)",
+            key_var(endpoint)
         )));
     }
-    Ok(HttpSettings::new(model, normalize_base(kind, &base), key))
+    Ok(HttpSettings::new(
+        model,
+        (endpoint.normalize_base)(&base),
+        key,
+    ))
 }
 
-fn env_names(kind: &ProviderKind) -> (&'static str, &'static str, &'static str) {
-    match kind {
-        ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ANTHROPIC_URL),
-        _ => ("OPENAI_API_KEY", "OPENAI_BASE_URL", OPENAI_URL),
-    }
+/// The key from the first of the endpoint's variables that is set.
+fn env_key(endpoint: &Endpoint, env: &Env) -> Option<String> {
+    endpoint.key_vars.iter().find_map(|var| env.get(var))
 }
 
-/// The hosted APIs need a key; a custom base URL (Ollama, llama.cpp, vLLM) may not.
-fn needs_key(base: &str) -> bool {
-    base.contains("://api.openai.com") || base.contains("://api.anthropic.com")
-}
-
-/// No trailing slash; Anthropic's base goes without `/v1` (the client adds `/v1/messages`).
-fn normalize_base(kind: &ProviderKind, base: &str) -> String {
-    let trimmed = base.trim().trim_end_matches('/');
-    match kind {
-        ProviderKind::Anthropic => trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string(),
-        _ => trimmed.to_string(),
-    }
+/// The variable error messages tell the user to set.
+fn key_var(endpoint: &Endpoint) -> &'static str {
+    endpoint
+        .key_vars
+        .first()
+        .copied()
+        .unwrap_or("the API key variable")
 }
 
 pub(super) fn resolve_entry(
@@ -178,32 +176,41 @@ pub(super) fn resolve_entry(
 ) -> Result<ResolvedModel, ConfigError> {
     let m = &loaded.config.models[i];
     let at = format!("models[{i}]");
-    match &m.provider {
-        ProviderKind::Unsupported(class) => Err(ConfigError::Model(format!(
-            "{at} ('{}'): use: {class} is not supported (deerflow has no client for Gemini's native \
-             API); point it at an OpenAI-compatible endpoint with use: openai and base_url",
-            m.name
-        ))),
-        ProviderKind::Replay => {
-            let Some(raw) = &m.cassette else {
-                return Err(ConfigError::Model(format!(
-                    "{at}.cassette: required for use: replay (a path to a cassette file, relative to the config file)"
-                )));
-            };
-            let text = field(raw, &at, "cassette", env)?;
-            let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
-            Ok(ResolvedModel::replay(&m.name, &text, path, m.price.clone()))
+    let kind = match &m.provider {
+        ProviderKind::Unsupported(class) => {
+            return Err(ConfigError::Model(format!(
+                "{at} ('{}'): use: {class} is not supported (deerflow has no client for \
+                 Gemini's native API); point it at an OpenAI-compatible endpoint with use: \
+                 openai and base_url",
+                m.name
+            )))
         }
-        kind => {
-            let http = entry_http(m, kind, &at, env)?;
-            Ok(ResolvedModel::http(&m.name, kind, http, m.price.clone()))
-        }
+        kind => kind,
+    };
+    let Some(row) = providers::of_kind(kind) else {
+        return Err(ConfigError::Model(format!(
+            "{at} ('{}'): provider {} has no client",
+            m.name,
+            kind.as_str()
+        )));
+    };
+    if let Some(endpoint) = &row.endpoint {
+        let http = entry_http(m, endpoint, &at, env)?;
+        return Ok(ResolvedModel::http(&m.name, kind, http, m.price.clone()));
     }
+    let Some(raw) = &m.cassette else {
+        return Err(ConfigError::Model(format!(
+            "{at}.cassette: required for use: replay (a path to a cassette file, relative to the config file)"
+        )));
+    };
+    let text = field(raw, &at, "cassette", env)?;
+    let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
+    Ok(ResolvedModel::replay(&m.name, &text, path, m.price.clone()))
 }
 
 fn entry_http(
     m: &ModelEntry,
-    kind: &ProviderKind,
+    endpoint: &Endpoint,
     at: &str,
     env: &Env,
 ) -> Result<HttpSettings, ConfigError> {
@@ -215,26 +222,28 @@ fn entry_http(
             )))
         }
     };
-    let (key_var, url_var, default_url) = env_names(kind);
     let ollama = is_ollama(&m.use_);
     let base = match &m.base_url {
         Some(raw) => field(raw, at, "base_url", env)?,
         None if ollama => OLLAMA_URL.to_string(),
-        None => env.get(url_var).unwrap_or_else(|| default_url.to_string()),
+        None => env
+            .get(endpoint.url_var)
+            .unwrap_or_else(|| endpoint.default_url.to_string()),
     };
-    let mut base = normalize_base(kind, &base);
+    let mut base = (endpoint.normalize_base)(&base);
     if ollama && !base.ends_with("/v1") {
         base.push_str("/v1");
     }
     let key = match &m.api_key {
         // An empty key is no key (a blanked-out template value).
         Some(raw) => Some(field(raw, at, "api_key", env)?).filter(|k| !k.trim().is_empty()),
-        None => env.get(key_var),
+        None => env_key(endpoint, env),
     };
-    if key.is_none() && needs_key(&base) {
+    if key.is_none() && providers::needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
-            "{at} ('{}') needs an API key: set api_key in the config or {key_var}",
-            m.name
+            "{at} ('{}') needs an API key: set api_key in the config or {}",
+            m.name,
+            key_var(endpoint)
         )));
     }
     let mut http = HttpSettings::new(model, base, key);
@@ -278,8 +287,8 @@ fn readable_cassette(path: &Path, name: &str) -> Result<PathBuf, ConfigError> {
 
 fn unknown_model(spec: &str, cfg: &Config) -> ConfigError {
     ConfigError::Model(format!(
-        "unknown model '{spec}': use PROVIDER:MODEL (openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, \
-         replay:PATH){}",
+        "unknown model '{spec}': use PROVIDER:MODEL ({}){}",
+        providers::spec_examples(),
         configured_hint(cfg)
     ))
 }

@@ -63,7 +63,7 @@ fn provider_specs_read_the_environment() {
     let env = Env::from_pairs([("OPENAI_API_KEY", SECRET), ("ANTHROPIC_API_KEY", "ak")]);
     let m = resolve_model_with(&l, "openai:gpt-4o-mini", Path::new("/"), &env).unwrap();
     assert_eq!(
-        (m.name.as_str(), m.provider, m.model.as_str()),
+        (m.name.as_str(), m.provider(), m.model.as_str()),
         ("openai:gpt-4o-mini", "openai", "gpt-4o-mini")
     );
     let http = m.http.unwrap();
@@ -71,7 +71,7 @@ fn provider_specs_read_the_environment() {
     assert_eq!(http.api_key.as_deref(), Some(SECRET));
     assert_eq!(http.request_timeout, Duration::from_secs(600));
     let m = resolve_model_with(&l, "anthropic:claude-sonnet-4-5", Path::new("/"), &env).unwrap();
-    assert_eq!(m.provider, "anthropic");
+    assert_eq!(m.provider(), "anthropic");
     assert_eq!(m.http.unwrap().base_url, "https://api.anthropic.com");
 
     let e = err(resolve_model_with(
@@ -104,7 +104,7 @@ fn configured_entries() {
     let cwd = Path::new("/");
     let gpt = resolve_model_with(&l, "gpt", cwd, &env).unwrap();
     assert_eq!(
-        (gpt.name.as_str(), gpt.provider, gpt.model.as_str()),
+        (gpt.name.as_str(), gpt.provider(), gpt.model.as_str()),
         ("gpt", "openai", "gpt-4o")
     );
     assert_eq!(gpt.price.as_ref().map(|p| p.output_per_mtok), Some(2.0));
@@ -124,7 +124,7 @@ fn configured_entries() {
     assert_eq!(claude.base_url, "https://proxy.example");
     assert_eq!(claude.api_key.as_deref(), Some("ak"));
     let local = resolve_model_with(&l, "local", cwd, &env).unwrap();
-    assert_eq!(local.provider, "openai");
+    assert_eq!(local.provider(), "openai");
     assert_eq!(
         local.http.as_ref().unwrap().base_url,
         "http://localhost:11434/v1"
@@ -137,7 +137,7 @@ fn configured_entries() {
     assert_eq!(bare.base_url, "http://localhost:11434/v1");
     // A configured name wins over the PROVIDER:MODEL reading.
     let shadow = resolve_model_with(&l, "openai:shadow", cwd, &env).unwrap();
-    assert_eq!(shadow.provider, "replay");
+    assert_eq!(shadow.provider(), "replay");
     assert_eq!(shadow.cassette, Some(dir.path().join("c.json")));
     assert_eq!(shadow.model, "c.json");
 }
@@ -227,7 +227,7 @@ fn replay_cassettes() {
     let l = no_config();
     let m = resolve_model_with(&l, "replay:run.json", dir.path(), &Env::empty()).unwrap();
     assert_eq!(
-        (m.name.as_str(), m.provider, m.model.as_str()),
+        (m.name.as_str(), m.provider(), m.model.as_str()),
         ("replay:run.json", "replay", "run.json")
     );
     assert_eq!(m.cassette, Some(dir.path().join("run.json")));

@@ -3,18 +3,25 @@
 //! Providers stream internally (SSE) but hand the agent loop one assembled
 //! [`ModelResponse`] per call: events are per response, not per token.
 
-pub mod anthropic;
-pub mod openai;
-pub mod replay;
+pub mod error_text;
+pub mod http;
+pub mod providers;
+pub mod registry;
 pub mod retry;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
+
+/// Connection settings are resolved by `config`, which stays a leaf: it does not know
+/// the clients, only what they need.
+pub use crate::config::HttpSettings;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -26,12 +33,26 @@ pub enum Message {
     Assistant {
         text: Option<String>,
         tool_calls: Vec<ToolCall>,
+        /// What the provider needs back with this message on later requests.
+        reasoning: Reasoning,
     },
     Tool {
         call_id: String,
         name: String,
         content: String,
     },
+}
+
+/// What a provider sent beside the text and tool calls of a response that it needs back,
+/// unchanged, with that assistant message on the agent's later requests. Providers that
+/// send none leave it empty; each provider reads back only the part it wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reasoning {
+    /// Reasoning text, as OpenAI-compatible servers stream it in `reasoning_content`.
+    pub text: Option<String>,
+    /// Whole provider blocks as raw JSON, in response order: Anthropic `thinking` (with its
+    /// `signature`) and `redacted_thinking` blocks.
+    pub blocks: Vec<Value>,
 }
 
 /// A tool call as the model made it.
@@ -45,6 +66,11 @@ pub struct ToolCall {
     /// instead of running, and the raw text is what goes back to the provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid_arguments: Option<String>,
+    /// Fields of the call the provider added beyond id, name and arguments, sent back
+    /// unchanged on the call (Gemini's `extra_content.google.thought_signature` through
+    /// its OpenAI-compatible API).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl ToolCall {
@@ -57,6 +83,7 @@ impl ToolCall {
                 name,
                 arguments: Value::Object(Default::default()),
                 invalid_arguments: None,
+                extra: Map::new(),
             };
         }
         match serde_json::from_str::<Value>(trimmed) {
@@ -65,12 +92,14 @@ impl ToolCall {
                 name,
                 arguments: v,
                 invalid_arguments: None,
+                extra: Map::new(),
             },
             _ => Self {
                 id,
                 name,
                 arguments: Value::Object(Default::default()),
                 invalid_arguments: Some(raw.to_string()),
+                extra: Map::new(),
             },
         }
     }
@@ -112,6 +141,8 @@ pub struct ModelResponse {
     /// `None` when the provider reported no usage.
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// Goes into the assistant message, for the provider's later requests.
+    pub reasoning: Reasoning,
 }
 
 /// Which agent makes a call; replay cassettes script per agent.
@@ -230,44 +261,5 @@ pub trait ChatModel: Send + Sync {
     /// The model's capacity; unknown unless its configuration says.
     fn limits(&self) -> ModelLimits {
         ModelLimits::default()
-    }
-}
-
-/// Connection settings of an HTTP provider (OpenAI-compatible or Anthropic).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpSettings {
-    /// The provider's model id (`gpt-4o-mini`).
-    pub model: String,
-    /// openai: up to `/v1` (the client adds `/chat/completions`);
-    /// anthropic: without `/v1` (the client adds `/v1/messages`).
-    pub base_url: String,
-    pub api_key: Option<String>,
-    pub max_tokens: Option<u64>,
-    pub temperature: Option<f64>,
-    /// Bound on a whole request, stream included.
-    pub request_timeout: std::time::Duration,
-    pub connect_timeout: std::time::Duration,
-    /// Silence in a stream longer than this fails the request.
-    pub stream_idle_timeout: std::time::Duration,
-    pub max_retries: u32,
-}
-
-impl HttpSettings {
-    pub fn new(
-        model: impl Into<String>,
-        base_url: impl Into<String>,
-        api_key: Option<String>,
-    ) -> Self {
-        Self {
-            model: model.into(),
-            base_url: base_url.into(),
-            api_key,
-            max_tokens: None,
-            temperature: None,
-            request_timeout: std::time::Duration::from_secs(600),
-            connect_timeout: std::time::Duration::from_secs(10),
-            stream_idle_timeout: std::time::Duration::from_secs(120),
-            max_retries: 3,
-        }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::agent::guards::LoopLimits;
 use crate::agent::Progress;
 use crate::events::ModelInfo;
-use crate::model::replay::RecordLog;
+use crate::model::providers::replay::RecordLog;
 use crate::model::ChatModel;
 use crate::subagent::{Skill, SubagentSetup};
 use crate::tools::SandboxLimits;

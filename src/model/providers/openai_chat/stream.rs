@@ -1,136 +1,17 @@
-//! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`, streamed):
-//! OpenAI itself, llama.cpp's `llama-server`, vLLM, Ollama's `/v1`, DeepSeek, …
+//! Assembling the chunks of a streamed chat completion into one response.
 
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::sse::{self, Assembler, Flow, StreamCall};
-use super::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, Message, ModelError,
-    ModelResponse, ToolCall, ToolSpec, Usage,
-};
-
-const PROVIDER: &str = "openai";
-
-/// A model behind an OpenAI-compatible `/chat/completions` endpoint.
-pub struct OpenAiModel {
-    settings: HttpSettings,
-    client: reqwest::Client,
-}
-
-impl OpenAiModel {
-    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
-        let client = sse::build_client(&settings, PROVIDER)?;
-        Ok(Self { settings, client })
-    }
-
-    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
-        let mut headers = vec![("content-type", "application/json".to_string())];
-        if let Some(key) = &self.settings.api_key {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
-        StreamCall {
-            client: &self.client,
-            settings: &self.settings,
-            provider: PROVIDER,
-            url: sse::endpoint(&self.settings.base_url, "/chat/completions"),
-            headers,
-            body: request_body(&self.settings, req).to_string().into_bytes(),
-        }
-    }
-}
-
-impl ChatModel for OpenAiModel {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(async move { self.call(req).run::<OpenAiAssembler>(ctx).await })
-    }
-}
-
-/// The JSON body of a streamed chat completion request.
-pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(settings.model));
-    body.insert("messages".into(), Value::Array(wire_messages(req)));
-    if !req.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(req.tools.iter().map(wire_tool).collect()),
-        );
-        if req.tool_choice_none {
-            body.insert("tool_choice".into(), json!("none"));
-        }
-    }
-    body.insert("stream".into(), json!(true));
-    // Without this, OpenAI (and llama-server) report no usage for streamed answers.
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    if let Some(max) = settings.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(t) = settings.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    Value::Object(body)
-}
-
-fn wire_messages(req: &ChatRequest) -> Vec<Value> {
-    let mut out = Vec::with_capacity(req.messages.len() + 1);
-    if !req.system.is_empty() {
-        out.push(json!({"role": "system", "content": req.system}));
-    }
-    out.extend(req.messages.iter().map(wire_message));
-    out
-}
-
-fn wire_message(message: &Message) -> Value {
-    match message {
-        Message::User(text) => json!({"role": "user", "content": text}),
-        Message::Assistant { text, tool_calls } => wire_assistant(text.as_deref(), tool_calls),
-        Message::Tool {
-            call_id, content, ..
-        } => {
-            json!({"role": "tool", "tool_call_id": call_id, "content": content})
-        }
-    }
-}
-
-fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall]) -> Value {
-    let text = text.filter(|t| !t.is_empty());
-    if tool_calls.is_empty() {
-        // An assistant message needs content or tool calls: keep it valid even when empty.
-        return json!({"role": "assistant", "content": text.unwrap_or("")});
-    }
-    let calls: Vec<Value> = tool_calls
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_text()},
-            })
-        })
-        .collect();
-    json!({"role": "assistant", "content": text, "tool_calls": calls})
-}
-
-fn wire_tool(tool: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    })
-}
-
-// ---- the stream ----------------------------------------------------------------------
+use super::PROVIDER;
+use crate::model::error_text::{clip, json_error_message, stream_error};
+use crate::model::http::Assembler;
+use crate::model::sse::Flow;
+use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
 /// One `data:` chunk. Every field is optional: compatible servers differ in what they send.
 #[derive(Debug, Deserialize)]
@@ -150,6 +31,9 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct Delta {
     content: Option<String>,
+    /// DeepSeek, Qwen, llama.cpp, vLLM: the reasoning text, which goes back on the
+    /// assistant message.
+    reasoning_content: Option<String>,
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
@@ -157,7 +41,14 @@ struct Delta {
 struct ToolCallDelta {
     index: Option<u64>,
     id: Option<String>,
+    /// Always `function`; deerflow writes it itself, so it is not an extra field.
+    #[serde(rename = "type")]
+    _type: Option<IgnoredAny>,
     function: Option<FunctionDelta>,
+    /// Anything else the server put on the call (Gemini's `extra_content` with its
+    /// `thought_signature`): sent back unchanged on the call.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,19 +75,21 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    extra: Map<String, Value>,
 }
 
 /// Assembles the chunks of one streamed chat completion.
 #[derive(Debug, Default)]
 pub struct OpenAiAssembler {
     text: String,
+    reasoning: String,
     /// Tool calls by their stream `index`, which orders them.
     calls: BTreeMap<u64, PartialCall>,
     /// The index of the call a delta without `index` continues.
     last_call: Option<u64>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    /// Bytes of text and arguments so far (the response size limit).
+    /// Bytes of text, reasoning and arguments so far (the response size limit).
     kept: usize,
 }
 
@@ -207,13 +100,13 @@ impl Assembler for OpenAiAssembler {
             return Ok(Flow::Done);
         }
         if event.event == "error" {
-            return Err(sse::stream_error(PROVIDER, stream_error_text(data)));
+            return Err(stream_error(PROVIDER, stream_error_text(data)));
         }
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            sse::stream_error(
+            stream_error(
                 PROVIDER,
                 format!("malformed JSON in a stream chunk ({e}): {}", excerpt(data)),
             )
@@ -225,7 +118,7 @@ impl Assembler for OpenAiAssembler {
     fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError> {
         // Some servers close without `[DONE]`; a finish_reason shows the answer is whole.
         if ended == Flow::Continue && self.finish_reason.is_none() {
-            return Err(sse::stream_error(
+            return Err(stream_error(
                 PROVIDER,
                 "stream ended before the response was complete",
             ));
@@ -233,13 +126,20 @@ impl Assembler for OpenAiAssembler {
         let tool_calls = self
             .calls
             .into_values()
-            .map(|c| ToolCall::from_raw(c.id, c.name, &c.arguments))
+            .map(|c| ToolCall {
+                extra: c.extra,
+                ..ToolCall::from_raw(c.id, c.name, &c.arguments)
+            })
             .collect();
         Ok(ModelResponse {
             text: (!self.text.is_empty()).then_some(self.text),
             tool_calls,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            reasoning: Reasoning {
+                text: (!self.reasoning.is_empty()).then_some(self.reasoning),
+                blocks: Vec::new(),
+            },
         })
     }
 
@@ -247,7 +147,7 @@ impl Assembler for OpenAiAssembler {
         // A `chat.completion` reads as one chunk whose choices carry `message`, not `delta`.
         let mut chunk = value.clone();
         let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
-            return Err(sse::stream_error(
+            return Err(stream_error(
                 PROVIDER,
                 format!("unexpected JSON answer: {}", excerpt(&value.to_string())),
             ));
@@ -258,7 +158,7 @@ impl Assembler for OpenAiAssembler {
             }
         }
         let chunk: Chunk = serde_json::from_value(chunk)
-            .map_err(|e| sse::stream_error(PROVIDER, format!("unexpected JSON answer ({e})")))?;
+            .map_err(|e| stream_error(PROVIDER, format!("unexpected JSON answer ({e})")))?;
         let mut assembler = Self::default();
         assembler.take_chunk(chunk)?;
         assembler.finish(Flow::Done)
@@ -272,9 +172,9 @@ impl Assembler for OpenAiAssembler {
 impl OpenAiAssembler {
     fn take_chunk(&mut self, chunk: Chunk) -> Result<(), ModelError> {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            let message = sse::json_error_message(&json!({ "error": error }))
+            let message = json_error_message(&json!({ "error": error }))
                 .unwrap_or_else(|| "error event".into());
-            return Err(sse::stream_error(PROVIDER, message));
+            return Err(stream_error(PROVIDER, message));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(convert_usage(&usage));
@@ -297,6 +197,10 @@ impl OpenAiAssembler {
             self.kept += text.len();
             self.text.push_str(&text);
         }
+        if let Some(reasoning) = delta.reasoning_content {
+            self.kept += reasoning.len();
+            self.reasoning.push_str(&reasoning);
+        }
         for call in delta.tool_calls.unwrap_or_default() {
             self.take_call_delta(call);
         }
@@ -314,6 +218,9 @@ impl OpenAiAssembler {
         if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
             call.id = id;
         }
+        // A later delta's value wins; `null`s say nothing and are not kept.
+        let extra = delta.extra.into_iter().filter(|(_, v)| !v.is_null());
+        call.extra.extend(extra);
         let Some(function) = delta.function else {
             return;
         };
@@ -347,38 +254,30 @@ fn convert_usage(usage: &WireUsage) -> Usage {
 fn stream_error_text(data: &str) -> String {
     serde_json::from_str::<Value>(data)
         .ok()
-        .and_then(|v| sse::json_error_message(&v))
+        .and_then(|v| json_error_message(&v))
         .unwrap_or_else(|| excerpt(data))
 }
 
 /// A bad chunk as quoted in an error message.
 fn excerpt(data: &str) -> String {
-    sse::clip(data, 200)
+    clip(data, 200)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::model::sse::test_support::{chunked, serve, Reply};
-    use crate::model::AgentId;
-    use std::sync::{Arc, Mutex};
     use std::time::Duration;
-    use tokio_util::sync::CancellationToken;
 
-    macro_rules! fixture {
-        ($name:literal) => {
-            include_str!(concat!("../../../shared/fixtures/llama-server/", $name))
-        };
-    }
+    use super::super::test_data::{ECHO, USAGE};
+    use super::*;
+    use crate::model::http;
+    use crate::model::test_support::chunked;
 
-    const USAGE: &str = fixture!("chat_stream_usage.sse.txt");
     const NOUSAGE: &str = fixture!("chat_stream_nousage.sse.txt");
     const FOLLOWUP: &str = fixture!("tool_result_followup.sse.txt");
     const ARGS: &str = fixture!("toolcall_args_stream.sse.txt");
-    const ECHO: &str = fixture!("toolcall_echo_stream.sse.txt");
 
     async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
-        sse::assemble::<OpenAiAssembler, _, _, _>(
+        http::assemble::<OpenAiAssembler, _, _, _>(
             chunked(text, cuts),
             Duration::from_secs(5),
             PROVIDER,
@@ -443,6 +342,7 @@ mod tests {
                 name: "read_file".into(),
                 arguments: json!({"path": "src/main.rs"}),
                 invalid_arguments: None,
+                extra: Map::new(),
             }]
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
@@ -648,7 +548,7 @@ mod tests {
 
     #[test]
     fn non_streamed_answers_parse_too() {
-        let parse_json = |body: &str| sse::parse_json_answer::<OpenAiAssembler>(body, PROVIDER);
+        let parse_json = |body: &str| http::parse_json_answer::<OpenAiAssembler>(body, PROVIDER);
         let r = parse_json(fixture!("chat_nonstream.json.txt")).unwrap();
         assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
@@ -688,289 +588,6 @@ mod tests {
         assert!(parse_json("not json").is_err());
     }
 
-    fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
-        ChatRequest {
-            system: "be brief".into(),
-            messages: std::sync::Arc::new(messages),
-            tools: tools.into(),
-            tool_choice_none: none,
-            agent: AgentId::Lead,
-            turn: 0,
-        }
-    }
-
-    fn time_tool() -> ToolSpec {
-        ToolSpec {
-            name: "get_time".into(),
-            description: "Current time".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        }
-    }
-
-    #[test]
-    fn request_body_with_tool_calls_and_results() {
-        let mut settings = HttpSettings::new("smollm2", "http://x/v1", None);
-        settings.max_tokens = Some(64);
-        settings.temperature = Some(0.2);
-        let call = ToolCall::from_raw("c1".into(), "get_time".into(), "{}");
-        let bad = ToolCall::from_raw("c2".into(), "get_time".into(), "{oops");
-        let req = request(
-            vec![
-                Message::User("time?".into()),
-                Message::Assistant {
-                    text: None,
-                    tool_calls: vec![call, bad],
-                },
-                Message::Tool {
-                    call_id: "c1".into(),
-                    name: "get_time".into(),
-                    content: "12:34".into(),
-                },
-                Message::Tool {
-                    call_id: "c2".into(),
-                    name: "get_time".into(),
-                    content: "bad args".into(),
-                },
-                Message::Assistant {
-                    text: Some("It is 12:34.".into()),
-                    tool_calls: vec![],
-                },
-            ],
-            vec![time_tool()],
-            true,
-        );
-        let body = request_body(&settings, &req);
-        assert_eq!(
-            body,
-            json!({
-                "model": "smollm2",
-                "messages": [
-                    {"role": "system", "content": "be brief"},
-                    {"role": "user", "content": "time?"},
-                    {"role": "assistant", "content": null, "tool_calls": [
-                        {"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
-                        {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{oops"}},
-                    ]},
-                    {"role": "tool", "tool_call_id": "c1", "content": "12:34"},
-                    {"role": "tool", "tool_call_id": "c2", "content": "bad args"},
-                    {"role": "assistant", "content": "It is 12:34."},
-                ],
-                "tools": [{"type": "function", "function": {
-                    "name": "get_time", "description": "Current time",
-                    "parameters": {"type": "object", "properties": {}}}}],
-                "tool_choice": "none",
-                "stream": true,
-                "stream_options": {"include_usage": true},
-                "max_tokens": 64,
-                "temperature": 0.2,
-            })
-        );
-    }
-
-    #[test]
-    fn request_body_omits_empty_tools_and_unset_options() {
-        let settings = HttpSettings::new("m", "http://x/v1", None);
-        let body = request_body(
-            &settings,
-            &request(vec![Message::User("hi".into())], vec![], true),
-        );
-        let obj = body.as_object().unwrap();
-        for key in ["tools", "tool_choice", "max_tokens", "temperature"] {
-            assert!(!obj.contains_key(key), "{key}");
-        }
-    }
-
-    fn settings(base: &str, key: Option<&str>) -> HttpSettings {
-        HttpSettings::new("smollm2", format!("{base}/v1/"), key.map(str::to_string))
-    }
-
-    fn notices_ctx() -> (CallContext, Arc<Mutex<Vec<crate::model::RetryNotice>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = seen.clone();
-        let mut ctx = CallContext::new(CancellationToken::new());
-        ctx.on_retry = Arc::new(move |n| sink.lock().unwrap().push(n));
-        (ctx, seen)
-    }
-
-    #[tokio::test]
-    async fn end_to_end_text_answer() {
-        let (base, seen) = serve(vec![Reply::sse(USAGE)]).await;
-        let model = OpenAiModel::new(settings(&base, Some("sk-test-key"))).unwrap();
-        let req = request(vec![Message::User("hi".into())], vec![], false);
-        let r = model
-            .complete(&req, &CallContext::new(CancellationToken::new()))
-            .await
-            .unwrap();
-        assert_eq!(r.text.as_deref(), Some("I'm glad you're here!"));
-        let seen = seen.lock().unwrap();
-        assert!(
-            seen[0]
-                .head
-                .starts_with("POST /v1/chat/completions HTTP/1.1"),
-            "{}",
-            seen[0].head
-        );
-        assert!(seen[0]
-            .head
-            .to_ascii_lowercase()
-            .contains("authorization: bearer sk-test-key"));
-        let body: Value = serde_json::from_str(&seen[0].body).unwrap();
-        assert_eq!(body["stream"], json!(true));
-    }
-
-    #[tokio::test]
-    async fn end_to_end_server_that_ignores_stream_true() {
-        let (base, _) = serve(vec![Reply::json(200, fixture!("chat_nonstream.json.txt"))]).await;
-        let model = OpenAiModel::new(settings(&base, None)).unwrap();
-        let req = request(vec![Message::User("hi".into())], vec![], false);
-        let r = model
-            .complete(&req, &CallContext::new(CancellationToken::new()))
-            .await
-            .unwrap();
-        assert_eq!(r.text.as_deref(), Some("Hello, hello, hello!"));
-    }
-
-    #[tokio::test]
-    async fn end_to_end_429_then_success() {
-        let mut limited = Reply::json(429, r#"{"error":{"message":"slow down"}}"#);
-        limited.headers.push(("Retry-After".into(), "1".into()));
-        let (base, _) = serve(vec![limited, Reply::sse(ECHO)]).await;
-        let model = OpenAiModel::new(settings(&base, None)).unwrap();
-        let (ctx, notices) = notices_ctx();
-        let start = std::time::Instant::now();
-        let r = model
-            .complete(&request(vec![], vec![time_tool()], false), &ctx)
-            .await
-            .unwrap();
-        assert!(start.elapsed() >= Duration::from_millis(950));
-        assert_eq!(r.tool_calls[0].name, "get_time");
-        let notices = notices.lock().unwrap();
-        assert_eq!(notices.len(), 1);
-        assert_eq!(
-            (notices[0].attempt, notices[0].delay_ms, notices[0].status),
-            (1, 1000, Some(429))
-        );
-        assert!(
-            notices[0].message.contains("slow down"),
-            "{}",
-            notices[0].message
-        );
-    }
-
-    #[tokio::test]
-    async fn end_to_end_context_overflow_is_not_retried() {
-        let raw = fixture!("error_context_overflow.txt");
-        let body = raw.split("\r\n\r\n").nth(1).unwrap();
-        let (base, seen) = serve(vec![Reply::json(400, body), Reply::sse(USAGE)]).await;
-        let model = OpenAiModel::new(settings(&base, Some("sk-test-key"))).unwrap();
-        let (ctx, notices) = notices_ctx();
-        let err = model
-            .complete(&request(vec![], vec![], false), &ctx)
-            .await
-            .unwrap_err();
-        match &err {
-            ModelError::Http {
-                provider,
-                status,
-                message,
-                retry_after,
-            } => {
-                assert_eq!(
-                    (provider.as_str(), *status, *retry_after),
-                    ("openai", 400, None)
-                );
-                assert!(message.contains("exceeds the available context size"));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(!err.to_string().contains("sk-test-key"));
-        assert!(notices.lock().unwrap().is_empty());
-        assert_eq!(seen.lock().unwrap().len(), 1);
-    }
-
-    #[tokio::test]
-    async fn connection_refused_is_a_connect_error_after_retries() {
-        // Bind then drop a listener so the port is (very likely) closed.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let mut s = settings(&format!("http://127.0.0.1:{port}"), None);
-        s.max_retries = 1;
-        let model = OpenAiModel::new(s).unwrap();
-        let (ctx, notices) = notices_ctx();
-        let err = model
-            .complete(&request(vec![], vec![], false), &ctx)
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, ModelError::Connect { ref provider, .. } if provider == "openai"),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        let prefix = format!("cannot reach openai: http://127.0.0.1:{port}/v1/chat/completions: ");
-        assert!(text.starts_with(&prefix), "{text}");
-        assert!(text.contains("Connection refused"), "{text}");
-        let notices = notices.lock().unwrap();
-        assert_eq!(notices.len(), 1);
-        assert_eq!(notices[0].status, None);
-    }
-
-    #[tokio::test]
-    async fn cancellation_stops_a_hanging_request() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        // Accept and never answer.
-        let hold = tokio::spawn(async move {
-            let conn = listener.accept().await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            drop(conn);
-        });
-        let model = OpenAiModel::new(settings(&base, None)).unwrap();
-        let ctx = CallContext::new(CancellationToken::new());
-        let cancel = ctx.cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            cancel.cancel();
-        });
-        let start = std::time::Instant::now();
-        let err = model
-            .complete(&request(vec![], vec![], false), &ctx)
-            .await
-            .unwrap_err();
-        assert_eq!(err, ModelError::Cancelled);
-        assert!(start.elapsed() < Duration::from_secs(2));
-        hold.abort();
-    }
-
-    #[tokio::test]
-    async fn request_timeout_bounds_the_whole_call() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let hold = tokio::spawn(async move {
-            let conn = listener.accept().await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            drop(conn);
-        });
-        let mut s = settings(&base, None);
-        s.request_timeout = Duration::from_millis(200);
-        let model = OpenAiModel::new(s).unwrap();
-        let err = model
-            .complete(
-                &request(vec![], vec![], false),
-                &CallContext::new(CancellationToken::new()),
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(
-            err,
-            ModelError::Timeout {
-                provider: "openai".into(),
-                message: "no complete response within 0.2 s".into()
-            }
-        );
-        hold.abort();
-    }
     /// `count` chunks of `piece`-sized content or tool-call arguments, then `[DONE]`.
     fn big_stream(count: usize, piece: usize, as_arguments: bool) -> String {
         let filler = "a".repeat(piece);

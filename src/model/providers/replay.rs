@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{
+use crate::config::ResolvedModel;
+use crate::model::registry::cannot_serve;
+use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall,
     Usage,
 };
@@ -96,6 +98,16 @@ impl Cassette {
     }
 }
 
+/// The registry's constructor: a resolved `replay` model, its cassette read now so a bad
+/// one is a configuration error before the run starts.
+pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
+    let Some(path) = &r.cassette else {
+        return Err(cannot_serve(r));
+    };
+    let cassette = Cassette::load(path)?;
+    Ok(Arc::new(ReplayModel::new(cassette, r.model.clone())))
+}
+
 pub struct ReplayModel {
     cassette: Cassette,
     /// The path as the user typed it, for error messages.
@@ -167,6 +179,7 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         tool_calls,
         usage,
         finish_reason: Some(finish.into()),
+        reasoning: Default::default(),
     }
 }
 

@@ -1,0 +1,409 @@
+//! The HTTP transport every provider shares: the client, one streamed attempt (send, map
+//! error statuses, read the body under the idle and request timeouts and the size limits),
+//! and the retry wrapper around it. Providers only build request bodies and assemble
+//! events (an [`Assembler`]); SSE framing is `sse.rs`.
+
+use std::error::Error as StdError;
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::Event;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::error_text::{
+    clip, error_body_message, error_chain, json_error_message, redact, stream_error,
+};
+use super::retry::{parse_retry_after, with_retries, RetryPolicy};
+use super::sse::{self, Flow};
+use super::{CallContext, HttpSettings, ModelError, ModelResponse};
+
+/// Turns a provider's SSE events into one [`ModelResponse`].
+pub trait Assembler: Default {
+    /// Takes one event; `Flow::Done` stops reading (the end marker arrived).
+    fn on_event(&mut self, event: &Event) -> Result<Flow, ModelError>;
+    /// Builds the response once the stream ended: `ended` is `Flow::Done` after the end
+    /// marker and `Flow::Continue` on a plain EOF (which may or may not be complete).
+    fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError>;
+    /// Builds the response from a whole JSON answer: some compatible servers ignore
+    /// `stream: true` and answer `application/json`.
+    fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
+    /// Text, reasoning and tool-call argument bytes assembled so far, for
+    /// [`MAX_RESPONSE_BYTES`].
+    fn kept_bytes(&self) -> usize;
+}
+
+/// Parses a non-streamed JSON answer; an `error` object in it is a stream error.
+pub fn parse_json_answer<A: Assembler>(
+    body: &str,
+    provider: &str,
+) -> Result<ModelResponse, ModelError> {
+    let value: Value = serde_json::from_str(body).map_err(|e| {
+        stream_error(
+            provider,
+            format!("malformed JSON answer ({e}): {}", clip(body.trim(), 200)),
+        )
+    })?;
+    if value.get("error").is_some_and(|e| !e.is_null()) {
+        let message = json_error_message(&value).unwrap_or_default();
+        return Err(stream_error(provider, message));
+    }
+    A::from_json(&value)
+}
+
+/// Reads an SSE byte stream into a response. Generic over the byte stream so tests can
+/// feed fixture bytes split at arbitrary points.
+pub async fn assemble<A, S, B, E>(
+    body: S,
+    idle: Duration,
+    provider: &str,
+) -> Result<ModelResponse, ModelError>
+where
+    A: Assembler,
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: StdError + 'static,
+{
+    let mut assembler = A::default();
+    let ended = read_stream(body, idle, provider, |event| {
+        let flow = assembler.on_event(event)?;
+        if assembler.kept_bytes() > MAX_RESPONSE_BYTES {
+            return Err(stream_error(
+                provider,
+                "the response is too large (over 32 MiB of text and tool-call arguments)",
+            ));
+        }
+        Ok(flow)
+    })
+    .await?;
+    assembler.finish(ended)
+}
+
+/// The most text, reasoning and tool-call argument bytes one response may assemble.
+pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
+
+/// Feeds every SSE event of a response body to `on_event`, as [`sse::read_events`] does,
+/// with no byte for `idle` failing with `ModelError::Timeout`. The timeout is on the
+/// bytes, not the events: SSE comments (`: keepalive`) are traffic but yield no event.
+pub async fn read_stream<S, B, E, F>(
+    body: S,
+    idle: Duration,
+    provider: &str,
+    on_event: F,
+) -> Result<Flow, ModelError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: StdError + 'static,
+    F: FnMut(&Event) -> Result<Flow, ModelError>,
+{
+    sse::read_events(idle_bounded(body, idle, provider), provider, on_event).await
+}
+
+/// The body's chunks, each awaited under the idle timeout; a transport error mid-stream
+/// becomes a stream error. The first failure ends the stream.
+fn idle_bounded<S, B, E>(
+    body: S,
+    idle: Duration,
+    provider: &str,
+) -> impl Stream<Item = Result<B, ModelError>>
+where
+    S: Stream<Item = Result<B, E>>,
+    E: StdError + 'static,
+{
+    let state = (Box::pin(body), provider.to_string(), false);
+    futures_util::stream::unfold(state, move |(mut body, provider, failed)| async move {
+        if failed {
+            return None;
+        }
+        let item = match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => Err(idle_timeout(&provider, idle)),
+            Ok(None) => return None,
+            Ok(Some(Ok(bytes))) => Ok(bytes),
+            Ok(Some(Err(err))) => Err(stream_error(
+                &provider,
+                format!("connection lost mid-stream: {}", error_chain(&err)),
+            )),
+        };
+        let failed = item.is_err();
+        Some((item, (body, provider, failed)))
+    })
+}
+
+fn idle_timeout(provider: &str, idle: Duration) -> ModelError {
+    ModelError::Timeout {
+        provider: provider.to_string(),
+        message: format!("no data for {} s (stream_idle_timeout)", fmt_secs(idle)),
+    }
+}
+
+/// `120`, `0.5`: seconds as a person would write them.
+pub fn fmt_secs(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        let text = format!("{secs:.3}");
+        text.trim_end_matches('0').to_string()
+    }
+}
+
+/// The HTTP client of one provider instance. Only the connect timeout lives here: the
+/// request and idle timeouts are applied per attempt so they produce clear errors.
+pub fn build_client(
+    settings: &HttpSettings,
+    provider: &str,
+) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .connect_timeout(settings.connect_timeout)
+        .build()
+        .map_err(|e| ModelError::Connect {
+            provider: provider.to_string(),
+            message: format!("cannot set up the HTTP client: {}", error_chain(&e)),
+        })
+}
+
+/// `base_url` + `path`, without a doubled `/`.
+pub fn endpoint(base_url: &str, path: &str) -> String {
+    format!("{}{}", base_url.trim_end_matches('/'), path)
+}
+
+/// One provider call: a JSON POST whose answer is an SSE stream, retried per the settings.
+pub struct StreamCall<'a> {
+    pub client: &'a reqwest::Client,
+    pub settings: &'a HttpSettings,
+    pub provider: &'static str,
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    /// The serialized request body, sent as is on every attempt.
+    pub body: Vec<u8>,
+}
+
+impl StreamCall<'_> {
+    /// Runs the call with retries; every error is redacted before anyone sees it.
+    pub async fn run<A: Assembler>(&self, ctx: &CallContext) -> Result<ModelResponse, ModelError> {
+        let policy = RetryPolicy::new(self.settings.max_retries);
+        let key = self.settings.api_key.as_deref();
+        with_retries(&policy, ctx, || async {
+            self.attempt::<A>().await.map_err(|e| redact(e, key))
+        })
+        .await
+    }
+
+    /// One HTTP request, bounded as a whole by `request_timeout`.
+    async fn attempt<A: Assembler>(&self) -> Result<ModelResponse, ModelError> {
+        let idle = self.settings.stream_idle_timeout;
+        let whole = async {
+            let response = self.send().await?;
+            if is_json(&response) {
+                let body = read_success_body(response, idle, self.provider).await?;
+                return parse_json_answer::<A>(&body, self.provider);
+            }
+            assemble::<A, _, _, _>(response.bytes_stream(), idle, self.provider).await
+        };
+        let limit = self.settings.request_timeout;
+        tokio::time::timeout(limit, whole)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ModelError::Timeout {
+                    provider: self.provider.to_string(),
+                    message: format!("no complete response within {} s", fmt_secs(limit)),
+                })
+            })
+    }
+
+    /// Sends the request and returns the response once its status is a success.
+    async fn send(&self) -> Result<reqwest::Response, ModelError> {
+        let mut request = self.client.post(&self.url).body(self.body.clone());
+        for (name, value) in &self.headers {
+            request = request.header(*name, value);
+        }
+        let idle = self.settings.stream_idle_timeout;
+        let response = tokio::time::timeout(idle, request.send())
+            .await
+            .map_err(|_| idle_timeout(self.provider, idle))?
+            .map_err(|e| self.send_error(&e))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        Err(http_error(self.provider, response, idle).await)
+    }
+
+    /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout.
+    fn send_error(&self, err: &reqwest::Error) -> ModelError {
+        let message = if err.is_timeout() {
+            format!(
+                "connection timed out after {} s",
+                fmt_secs(self.settings.connect_timeout)
+            )
+        } else {
+            root_causes(err)
+        };
+        ModelError::Connect {
+            provider: self.provider.to_string(),
+            message,
+        }
+    }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// Reads a whole successful (non-streamed) body under the idle timeout.
+async fn read_success_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+    provider: &str,
+) -> Result<String, ModelError> {
+    const LIMIT: usize = 32 * 1024 * 1024;
+    let mut body = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(idle, response.chunk())
+            .await
+            .map_err(|_| idle_timeout(provider, idle))?
+            .map_err(|e| {
+                stream_error(
+                    provider,
+                    format!("connection lost mid-response: {}", error_chain(&e)),
+                )
+            })?;
+        match chunk {
+            Some(chunk) => body.extend_from_slice(&chunk),
+            None => break,
+        }
+        if body.len() > LIMIT {
+            return Err(stream_error(provider, "the answer is larger than 32 MiB"));
+        }
+    }
+    String::from_utf8(body).map_err(|_| stream_error(provider, "the answer is not valid UTF-8"))
+}
+
+/// `URL: tcp connect error: Connection refused (os error 111)`: the request's URL and the
+/// causes under reqwest's and hyper's generic wrappers, which only repeat what failed.
+fn root_causes(err: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = err.url().map(|u| u.to_string()).into_iter().collect();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.starts_with("client error (") && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.len() <= 1 {
+        return error_chain(err);
+    }
+    parts.join(": ")
+}
+
+/// Reads an error response (bounded in size and time) into `ModelError::Http`.
+async fn http_error(provider: &str, response: reqwest::Response, idle: Duration) -> ModelError {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+    let body = read_error_body(response, idle).await;
+    let mut message = error_body_message(&body);
+    if message.is_empty() {
+        message = status
+            .canonical_reason()
+            .unwrap_or("no details")
+            .to_string();
+    }
+    ModelError::Http {
+        provider: provider.to_string(),
+        status: status.as_u16(),
+        message,
+        retry_after,
+    }
+}
+
+/// Best effort: an error body that breaks off or never ends still yields what arrived.
+async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
+    const LIMIT: usize = 64 * 1024;
+    let mut body = Vec::new();
+    while body.len() < LIMIT {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_seconds_and_endpoints() {
+        assert_eq!(fmt_secs(Duration::from_secs(120)), "120");
+        assert_eq!(fmt_secs(Duration::from_millis(250)), "0.25");
+        assert_eq!(
+            endpoint("http://h/v1/", "/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+        assert_eq!(endpoint("http://h", "/v1/messages"), "http://h/v1/messages");
+    }
+
+    #[tokio::test]
+    async fn silence_longer_than_the_idle_timeout_fails() {
+        let stream = futures_util::stream::iter(vec![Ok::<_, std::convert::Infallible>(
+            b"data: {}\n\n".to_vec(),
+        )])
+        .chain(futures_util::stream::pending());
+        let result = read_stream(stream, Duration::from_millis(50), "openai", |_| {
+            Ok(Flow::Continue)
+        })
+        .await;
+        assert_eq!(
+            result,
+            Err(ModelError::Timeout {
+                provider: "openai".into(),
+                message: "no data for 0.05 s (stream_idle_timeout)".into()
+            })
+        );
+    }
+
+    /// `chunks` as a byte stream, each chunk after `gap` of silence.
+    fn paced(
+        chunks: Vec<String>,
+        gap: Duration,
+    ) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::convert::Infallible>> {
+        futures_util::stream::iter(chunks).then(move |chunk| async move {
+            tokio::time::sleep(gap).await;
+            Ok(chunk.into_bytes())
+        })
+    }
+
+    #[tokio::test]
+    async fn keepalive_comments_reset_the_idle_timeout() {
+        // 12 keepalives 40 ms apart: 480 ms in all, well past the 200 ms idle timeout,
+        // but never 200 ms of silence on the wire.
+        let mut chunks = vec![": keepalive\n\n".to_string(); 12];
+        chunks.push("data: answer\n\n".into());
+        let mut seen = Vec::new();
+        let result = read_stream(
+            paced(chunks, Duration::from_millis(40)),
+            Duration::from_millis(200),
+            "openai",
+            |event| {
+                seen.push(event.data.clone());
+                Ok(Flow::Continue)
+            },
+        )
+        .await;
+        assert_eq!(result, Ok(Flow::Continue));
+        assert_eq!(seen, ["answer"]);
+    }
+}
