@@ -203,10 +203,7 @@ mod tests {
 
     #[test]
     fn subagent_tools_are_the_standard_tools() {
-        let names: Vec<String> = crate::tools::standard_tools(true)
-            .iter()
-            .map(|t| t.spec().name)
-            .collect();
-        assert_eq!(names, SUBAGENT_TOOLS);
+        let tools = crate::tools::registry::ToolRegistry::builtin(true);
+        assert_eq!(tools.names(), SUBAGENT_TOOLS);
     }
 }

@@ -19,7 +19,6 @@ use crate::events::{start_writer, Event, EventSink, Output};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
 use crate::subagent::Scheduler;
-use crate::tools::lead::{AskClarificationTool, PresentFilesTool};
 use crate::tools::{ToolBox, ToolContext};
 use crate::usage::Ledger;
 
@@ -168,11 +167,7 @@ fn lead_agent(
     artifacts: &Arc<Mutex<Vec<String>>>,
     scheduler: Option<&Arc<Scheduler>>,
 ) -> Agent {
-    let mut tools: ToolBox = crate::tools::standard_tools(spec.limits.allow_host_bash);
-    tools.push(Arc::new(PresentFilesTool {
-        artifacts: artifacts.clone(),
-    }));
-    tools.push(Arc::new(AskClarificationTool));
+    let mut tools: ToolBox = spec.tools.for_lead(artifacts.clone());
     let delegation = scheduler.map(|s| {
         tools.push(s.task_tool());
         DelegationInfo {

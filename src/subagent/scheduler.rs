@@ -13,6 +13,7 @@ use super::{SubagentSetup, SubagentType};
 use crate::agent::{Progress, RunShared};
 use crate::events::{Event, EventSink, TaskCounts};
 use crate::run::RunSpec;
+use crate::tools::registry::ToolRegistry;
 use crate::tools::{SandboxLimits, Tool};
 use crate::workspace::Workspace;
 
@@ -53,6 +54,8 @@ pub struct Scheduler {
     pub(super) events: EventSink,
     pub(super) workspace: Arc<Workspace>,
     pub(super) limits: Arc<SandboxLimits>,
+    /// Where every sub-agent's tools come from.
+    pub(super) tools: Arc<ToolRegistry>,
     max_concurrent: u32,
     max_tasks: u32,
     slots: Mutex<Slots>,
@@ -81,6 +84,7 @@ impl Scheduler {
             events,
             workspace: spec.workspace.clone(),
             limits: spec.limits.clone(),
+            tools: spec.tools.clone(),
             max_concurrent: spec.max_concurrent.max(1),
             max_tasks: spec.max_tasks,
             slots: Mutex::default(),
