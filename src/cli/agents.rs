@@ -7,8 +7,7 @@ use serde_json::{json, Value};
 use super::docs::print;
 use super::{config_error, load_warnings, warning};
 use crate::config;
-use crate::subagent::registry::{effective_types, RegistryInputs};
-use crate::subagent::task_tool::subagent_tools;
+use crate::subagent::registry::{effective_types, subagent_tools, RegistryInputs};
 use crate::subagent::SubagentType;
 use crate::tools::registry::ToolRegistry;
 

@@ -18,8 +18,7 @@ use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
-use crate::tools::registry::ToolRegistry;
-use crate::tools::{Tool, ToolBox, ToolContext, ToolOutput};
+use crate::tools::{Tool, ToolContext, ToolOutput};
 
 /// After a timeout cancels a sub-agent, how long it may take to stop its tools.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
@@ -236,7 +235,7 @@ fn build_agent(
         model,
         model_name: t.model.clone(),
         system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash),
-        tools: subagent_tools(t, &s.tools),
+        tools: super::registry::subagent_tools(t, &s.tools),
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),
@@ -252,13 +251,6 @@ fn build_agent(
         }),
         progress: rec.progress.clone(),
     })
-}
-
-/// The tools a sub-agent of type `t` gets from the run's registry (contract §5): its
-/// allow-list (none: all the lead's tools) minus its deny-list; never a lead-only tool.
-/// `deerflow agents` shows the same.
-pub fn subagent_tools(t: &super::SubagentType, registry: &ToolRegistry) -> ToolBox {
-    registry.for_subagent(t.tools.as_deref(), &t.disallowed_tools)
 }
 
 fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
@@ -422,75 +414,7 @@ impl Observer for TaskObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::SubagentsConfig;
-    use crate::subagent::registry::{effective_types, RegistryInputs};
-    use crate::subagent::SubagentType;
     use crate::tools::args::assert_schema_matches;
-    use crate::tools::registry::tests::Joined;
-
-    fn custom(name: &str, tools: Option<&[&str]>, deny: &[&str]) -> SubagentType {
-        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        SubagentType {
-            name: name.into(),
-            source: "custom",
-            description: "d".into(),
-            system_prompt: "p".into(),
-            tools: tools.map(list),
-            disallowed_tools: list(deny),
-            skills: None,
-            model: "m".into(),
-            max_turns: 50,
-            timeout_seconds: 900.0,
-        }
-    }
-
-    fn names(tools: &ToolBox) -> Vec<&str> {
-        tools.iter().map(|t| t.name()).collect()
-    }
-
-    #[test]
-    fn a_tool_that_joins_at_start_up_reaches_every_agent_that_may_have_it() {
-        let mut registry = ToolRegistry::builtin(true);
-        registry.register(Arc::new(Joined("echo"))).unwrap();
-        let lead = registry.for_lead(Arc::default());
-        assert!(names(&lead).contains(&"echo"));
-
-        let inputs = RegistryInputs {
-            allow_bash: true,
-            timeout_flag: None,
-            lead_model: "m",
-        };
-        let (types, _) = effective_types(&SubagentsConfig::default(), &inputs);
-        let find = |n: &str| types.iter().find(|t| t.name == n).unwrap();
-        let gp = subagent_tools(find("general-purpose"), &registry);
-        let all_but_lead_only: Vec<&str> = names(&lead)
-            .into_iter()
-            .filter(|n| !crate::tools::registry::LEAD_ONLY_TOOLS.contains(n))
-            .collect();
-        assert_eq!(names(&gp), all_but_lead_only);
-        assert!(names(&gp).contains(&"echo"));
-        assert_eq!(
-            names(&subagent_tools(find("bash"), &registry)),
-            ["ls", "read_file", "write_file", "str_replace", "bash"]
-        );
-
-        let allows = custom("allows", Some(&["read_file", "echo", "task"]), &[]);
-        assert_eq!(
-            names(&subagent_tools(&allows, &registry)),
-            ["read_file", "echo"]
-        );
-        let lists_other = custom("other", Some(&["read_file", "grep"]), &[]);
-        assert_eq!(
-            names(&subagent_tools(&lists_other, &registry)),
-            ["read_file", "grep"]
-        );
-        let inherits_but_denies = custom("denies", None, &["echo", "bash"]);
-        let got = subagent_tools(&inherits_but_denies, &registry);
-        assert!(!names(&got).contains(&"echo"));
-        assert_eq!(names(&got).len(), 6);
-        let inherits = custom("inherits", None, &[]);
-        assert!(names(&subagent_tools(&inherits, &registry)).contains(&"echo"));
-    }
 
     #[test]
     fn task_schema_matches_its_arguments_and_lists_the_types() {

@@ -11,7 +11,8 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, OnceLock};
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -20,6 +21,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::ToolOutput;
+use crate::model::{BoxFuture, ToolSpec};
 
 /// A refused argument: the text the model sees, which names the argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,19 +39,49 @@ impl From<ArgError> for ToolOutput {
     }
 }
 
+/// A tool's spec, its parameters schema generated from its argument type `A`.
+pub fn spec<A: JsonSchema + 'static>(name: &str, description: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: schema_for::<A>(),
+    }
+}
+
+/// A tool call's body: parses the arguments into `A` and runs `body`, or answers with the
+/// error naming the bad argument.
+pub fn with_args<'a, A, F>(args: Value, body: impl FnOnce(A) -> F) -> BoxFuture<'a, ToolOutput>
+where
+    A: DeserializeOwned + JsonSchema + 'static,
+    F: Future<Output = ToolOutput> + Send + 'a,
+{
+    match parse::<A>(args) {
+        Ok(a) => Box::pin(body(a)),
+        Err(e) => {
+            let out = ToolOutput::from(e);
+            Box::pin(async move { out })
+        }
+    }
+}
+
 /// The parameters schema the model sees for `A`, in the shape every provider accepts: an
 /// object with `properties` and `required` (always present, maybe empty), sub-schemas inline,
 /// no `$schema`, `title` or `null` types (an optional argument is simply not required), and
 /// wrapped doc comments joined into one line.
 pub fn schema_for<A: JsonSchema + 'static>() -> Value {
-    // Every agent start asks for every tool's schema: generate each type's once.
-    static CACHE: OnceLock<Mutex<HashMap<TypeId, Value>>> = OnceLock::new();
+    Value::clone(&cached_schema::<A>())
+}
+
+/// Every agent start asks for each of its tools' schemas, and every call checks its
+/// arguments against one: each type's is generated once.
+fn cached_schema<A: JsonSchema + 'static>() -> Arc<Value> {
+    static CACHE: OnceLock<Mutex<HashMap<TypeId, Arc<Value>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let id = TypeId::of::<A>();
     if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
         return v.clone();
     }
-    let schema = generate::<A>();
+    let schema = Arc::new(generate::<A>());
     cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -98,7 +130,12 @@ fn tidy(schema: &mut Value) {
     }
     if let Some(Value::String(d)) = obj.get_mut("description") {
         if d.contains('\n') {
-            *d = d.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+            *d = d
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
         }
     }
     if let Some(Value::Object(props)) = obj.get_mut("properties") {
@@ -114,36 +151,38 @@ fn tidy(schema: &mut Value) {
 /// Arguments that are not a JSON object count as an empty object, as they always have.
 pub fn parse<A: DeserializeOwned + JsonSchema + 'static>(args: Value) -> Result<A, ArgError> {
     let args = match args {
-        Value::Object(m) => Value::Object(m),
-        _ => Value::Object(Map::new()),
+        Value::Object(m) => m,
+        _ => Map::new(),
     };
-    let schema = OnceLock::new();
-    let schema = || schema.get_or_init(schema_for::<A>);
+    let cached = cached_schema::<A>();
+    let schema: &Value = &cached;
     // Missing required arguments first, in the order the struct declares them.
-    if let (Some(obj), Some(Value::Array(required))) = (args.as_object(), schema().get("required"))
+    if let Some(name) = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|name| args.get(*name).is_none_or(Value::is_null))
     {
-        if let Some(name) = required
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|name| obj.get(*name).is_none_or(Value::is_null))
-        {
-            return Err(ArgError(missing(schema(), name)));
-        }
+        return Err(ArgError(missing(schema, name)));
     }
+    let args = Value::Object(args);
     serde_path_to_error::deserialize(args).map_err(|e| {
         let mut path = e.path().iter();
         let field = match path.next() {
             Some(serde_path_to_error::Segment::Map { key }) => key.clone(),
             _ => return ArgError(format!("Error: invalid arguments: {}", e.inner())),
         };
-        let prop = &schema()["properties"][field.as_str()];
+        let prop = &schema["properties"][field.as_str()];
         if let Some(serde_path_to_error::Segment::Seq { .. }) = path.next() {
             let item = prop["items"]["type"].as_str().unwrap_or("value");
             return ArgError(format!("Error: '{field}' must be a list of {item}s"));
         }
-        if is_required(schema(), &field) {
-            return ArgError(missing(schema(), &field));
+        if is_required(schema, &field) {
+            return ArgError(missing(schema, &field));
         }
+        // A type of this module words its own refusal ("must be a non-negative integer");
+        // serde's own wording is replaced by the type the schema asks for.
         let inner = e.inner().to_string();
         if inner.starts_with("must ") {
             ArgError(format!("Error: '{field}' {inner}"))

@@ -17,8 +17,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use super::args::lenient;
-use super::fs::{spec, truncate_middle_counted, with_args};
+use super::args::{lenient, spec, with_args};
+use super::fs::truncate_middle_counted;
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::process::kill_group;

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args::{lenient, parse, schema_for, Count};
+use super::args::{lenient, spec, with_args, Count};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::beneath::{self, OpenMode};
@@ -188,33 +188,6 @@ pub(crate) fn decode_text(bytes: Vec<u8>) -> Option<String> {
         return None;
     }
     String::from_utf8(bytes).ok()
-}
-
-/// A tool's spec with the parameters schema generated from its argument type `A`.
-pub(crate) fn spec<A: JsonSchema + 'static>(name: &str, description: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters: schema_for::<A>(),
-    }
-}
-
-/// Parses the arguments into `A` and runs `body`, or answers with the argument error.
-pub(crate) fn with_args<'a, A, F>(
-    args: Value,
-    body: impl FnOnce(A) -> F,
-) -> BoxFuture<'a, ToolOutput>
-where
-    A: serde::de::DeserializeOwned + JsonSchema + 'static,
-    F: std::future::Future<Output = ToolOutput> + Send + 'a,
-{
-    match parse::<A>(args) {
-        Ok(a) => Box::pin(body(a)),
-        Err(e) => {
-            let out = ToolOutput::from(e);
-            Box::pin(async move { out })
-        }
-    }
 }
 
 /// What a directory gets from the reading tools.

@@ -6,8 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args::lenient;
-use super::fs::{spec, with_args};
+use super::args::{lenient, spec, with_args};
 use super::{Control, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::Access;

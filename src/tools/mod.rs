@@ -1,5 +1,6 @@
-//! The `Tool` trait and the tool families. A tool failure is a value returned to the
-//! model (`ToolStatus::Error`), never an error that ends the run.
+//! The `Tool` trait, the run's tool registry (`registry`), typed arguments with generated
+//! schemas (`args`), and the tool families (`fs`, `search`, `bash`, `lead`). A tool failure
+//! is a value returned to the model (`ToolStatus::Error`), never an error that ends the run.
 
 pub mod args;
 pub mod bash;

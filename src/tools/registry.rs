@@ -80,8 +80,9 @@ impl ToolRegistry {
         self.tools.iter().find(|t| t.name() == name)
     }
 
-    /// Every registered tool's name, in registration order (what a custom agent's `tools:`
-    /// may name besides the lead-only tools).
+    /// Every registered tool's name, in registration order: what a custom agent's `tools:`
+    /// may name besides the lead-only tools. (A registry built with host bash allowed knows
+    /// every built-in name, whatever a given run allows.)
     pub fn names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name()).collect()
     }

@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args::{lenient, Count};
-use super::fs::{decode_text, resolve, spec, with_args, IGNORED_DIRS};
+use super::args::{lenient, spec, with_args, Count};
+use super::fs::{decode_text, resolve, IGNORED_DIRS};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::{Access, Workspace};
