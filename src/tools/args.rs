@@ -100,7 +100,6 @@ fn generate<A: JsonSchema>() -> Value {
         .to_value();
     if let Some(root) = schema.as_object_mut() {
         // The tool's own description is the spec's; the struct's doc is for readers.
-        root.remove("title");
         root.remove("description");
         root.entry("properties")
             .or_insert_with(|| Value::Object(Map::new()));

@@ -2,7 +2,6 @@
 //! servers' tools), built once per run. The lead and every sub-agent type take their tools
 //! from the same registry, so a tool that joins reaches all of them.
 
-use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use super::lead::{AskClarificationTool, PresentFilesTool};
@@ -12,33 +11,14 @@ use super::{bash, fs, search, Tool, ToolBox};
 /// by the run), no sub-agent ever gets them, and no registered tool may take their names.
 pub const LEAD_ONLY_TOOLS: [&str; 3] = ["task", "ask_clarification", "present_files"];
 
-/// A tool that cannot join: its name is taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameTaken {
-    pub name: String,
-    /// A lead-only tool's name rather than a registered tool's.
-    pub lead_only: bool,
+/// Why a tool cannot join: its name is taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameTaken {
+    #[error("a tool named '{0}' cannot be added: a tool of that name is already registered")]
+    Registered(String),
+    #[error("a tool named '{0}' cannot be added: the name belongs to a tool of the lead agent")]
+    LeadOnly(String),
 }
-
-impl fmt::Display for NameTaken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.lead_only {
-            write!(
-                f,
-                "a tool named '{}' cannot be added: the name belongs to a tool of the lead agent",
-                self.name
-            )
-        } else {
-            write!(
-                f,
-                "a tool named '{}' cannot be added: a tool of that name is already registered",
-                self.name
-            )
-        }
-    }
-}
-
-impl std::error::Error for NameTaken {}
 
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -65,12 +45,11 @@ impl ToolRegistry {
     /// Adds a tool that joins at start-up, after the ones already there.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), NameTaken> {
         let name = tool.name();
-        let lead_only = LEAD_ONLY_TOOLS.contains(&name);
-        if lead_only || self.get(name).is_some() {
-            return Err(NameTaken {
-                name: name.to_string(),
-                lead_only,
-            });
+        if LEAD_ONLY_TOOLS.contains(&name) {
+            return Err(NameTaken::LeadOnly(name.to_string()));
+        }
+        if self.get(name).is_some() {
+            return Err(NameTaken::Registered(name.to_string()));
         }
         self.tools.push(tool);
         Ok(())
@@ -191,7 +170,7 @@ pub(crate) mod tests {
         assert!(r.register(Arc::new(Joined("read_file"))).is_err());
         for name in LEAD_ONLY_TOOLS {
             let err = r.register(Arc::new(Joined(name))).unwrap_err();
-            assert!(err.lead_only, "{name}");
+            assert_eq!(err, NameTaken::LeadOnly(name.into()));
             assert!(err.to_string().contains("lead agent"), "{err}");
         }
         assert_eq!(r.names().iter().filter(|n| **n == "echo").count(), 1);
