@@ -64,6 +64,10 @@ pub struct Echo {
 }
 
 impl Tool for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "echo".into(),

@@ -42,7 +42,7 @@ impl Observer for LeadObserver {
     }
 
     fn tool_result(&self, call: &ToolCall, out: &ToolOutput, took: Duration) {
-        let (output, truncated) = cap_chars(&out.text, EVENT_OUTPUT_MAX_CHARS);
+        let (output, truncated) = cap_chars(&out.text(), EVENT_OUTPUT_MAX_CHARS);
         self.events.emit(Event::ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),

@@ -212,14 +212,14 @@ impl Transcript {
         });
         let outputs = run_tools(agent, &calls).await;
         let mut clarify = None;
-        for (call, out) in calls.iter().zip(outputs) {
-            if let Some(Control::Clarify { question, options }) = out.control {
+        for (call, mut out) in calls.iter().zip(outputs) {
+            if let Some(Control::Clarify { question, options }) = out.control.take() {
                 clarify.get_or_insert(AgentEnd::Clarify { question, options });
             }
             self.history.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
-                content: out.text,
+                content: out.into_text(),
             });
         }
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
@@ -365,10 +365,10 @@ fn dispatch<'a>(
         ));
         return Box::pin(async move { out });
     }
-    match agent.tools.iter().find(|t| t.spec().name == call.name) {
+    match agent.tools.iter().find(|t| t.name() == call.name) {
         Some(tool) => tool.call(call.arguments.clone(), ctx),
         None => {
-            let names: Vec<String> = agent.tools.iter().map(|t| t.spec().name).collect();
+            let names: Vec<&str> = agent.tools.iter().map(|t| t.name()).collect();
             let out = ToolOutput::error(format!(
                 "Error: unknown tool '{}'. Available tools: {}",
                 call.name,

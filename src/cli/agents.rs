@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 use super::docs::print;
 use super::{config_error, load_warnings, warning};
 use crate::config;
-use crate::subagent::registry::{effective_types, RegistryInputs};
-use crate::subagent::task_tool::subagent_tools;
+use crate::subagent::registry::{effective_types, subagent_tools, RegistryInputs};
 use crate::subagent::SubagentType;
+use crate::tools::registry::ToolRegistry;
 
 pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -34,38 +34,36 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     for w in warnings {
         warning(&w);
     }
+    // The registry a run with this config would build.
+    let tools = ToolRegistry::builtin(inputs.allow_bash);
     if as_json {
-        let list: Vec<Value> = types
-            .iter()
-            .map(|t| to_json(t, inputs.allow_bash))
-            .collect();
+        let list: Vec<Value> = types.iter().map(|t| to_json(t, &tools)).collect();
         return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
     }
-    print(&table(&types, inputs.allow_bash))
+    print(&table(&types, &tools))
 }
 
-/// The tools a sub-agent of this type really gets: the allow-list and deny-list applied to
-/// the tools that exist, lead-only tools removed.
-fn effective_tools(t: &SubagentType, allow_bash: bool) -> Vec<String> {
-    subagent_tools(t, allow_bash)
+/// The tools a sub-agent of this type really gets, by the rule a run applies.
+fn effective_tools(t: &SubagentType, tools: &ToolRegistry) -> Vec<String> {
+    subagent_tools(t, tools)
         .iter()
-        .map(|tool| tool.spec().name)
+        .map(|tool| tool.name().to_string())
         .collect()
 }
 
-fn tools_text(t: &SubagentType, allow_bash: bool) -> String {
+fn tools_text(t: &SubagentType, tools: &ToolRegistry) -> String {
     if t.tools.is_none() && t.disallowed_tools.is_empty() {
         return "all".into();
     }
-    effective_tools(t, allow_bash).join(",")
+    effective_tools(t, tools).join(",")
 }
 
-fn to_json(t: &SubagentType, allow_bash: bool) -> Value {
+fn to_json(t: &SubagentType, tools: &ToolRegistry) -> Value {
     json!({
         "name": t.name,
         "source": t.source,
         "description": t.description,
-        "tools": effective_tools(t, allow_bash),
+        "tools": effective_tools(t, tools),
         "disallowed_tools": t.disallowed_tools,
         "model": t.model,
         "max_turns": t.max_turns,
@@ -74,7 +72,7 @@ fn to_json(t: &SubagentType, allow_bash: bool) -> Value {
     })
 }
 
-fn table(types: &[SubagentType], allow_bash: bool) -> String {
+fn table(types: &[SubagentType], tools: &ToolRegistry) -> String {
     let rows: Vec<[String; 7]> = types
         .iter()
         .map(|t| {
@@ -84,7 +82,7 @@ fn table(types: &[SubagentType], allow_bash: bool) -> String {
                 t.model.clone(),
                 t.max_turns.to_string(),
                 crate::text::secs(t.timeout_seconds),
-                tools_text(t, allow_bash),
+                tools_text(t, tools),
                 t.skills
                     .as_ref()
                     .map(|s| {

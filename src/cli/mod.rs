@@ -121,10 +121,11 @@ pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
 /// The config notes only other modules can make (config knows no tools): custom agents'
 /// tool names checked against every tool deerflow has. They follow the loader's own notes.
 pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
-    let known: Vec<String> = crate::tools::standard_tools(true)
-        .iter()
-        .map(|t| t.spec().name)
-        .chain(crate::subagent::LEAD_ONLY_TOOLS.map(String::from))
+    let registry = crate::tools::registry::ToolRegistry::builtin(true);
+    let known: Vec<&str> = registry
+        .names()
+        .into_iter()
+        .chain(crate::tools::registry::LEAD_ONLY_TOOLS)
         .collect();
     crate::subagent::registry::custom_agent_tool_warnings(&cfg.subagents, &known)
 }

@@ -15,6 +15,7 @@ use crate::model::registry;
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
+use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::Workspace;
@@ -104,6 +105,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         color: use_color(args.color),
         workspace: Arc::new(workspace),
         limits: Arc::new(sandbox_limits(cfg, allow_bash)),
+        tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),
         max_turns: args.max_turns,
         max_concurrent: args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent),

@@ -22,7 +22,6 @@ use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIG
 use crate::subagent::scheduler::SchedulerLimits;
 use crate::subagent::task_tool::TaskTool;
 use crate::subagent::Scheduler;
-use crate::tools::lead::{AskClarificationTool, PresentFilesTool};
 use crate::tools::{ToolBox, ToolContext};
 use crate::usage::Ledger;
 
@@ -172,6 +171,7 @@ fn scheduler_limits(spec: &RunSpec) -> SchedulerLimits {
     SchedulerLimits {
         workspace: spec.workspace.clone(),
         limits: spec.limits.clone(),
+        tools: spec.tools.clone(),
         max_concurrent: spec.max_concurrent,
         max_tasks: spec.max_tasks,
     }
@@ -184,11 +184,7 @@ fn lead_agent(
     artifacts: &Arc<Mutex<Vec<String>>>,
     scheduler: Option<&Arc<Scheduler>>,
 ) -> Agent {
-    let mut tools: ToolBox = crate::tools::standard_tools(spec.limits.allow_host_bash);
-    tools.push(Arc::new(PresentFilesTool {
-        artifacts: artifacts.clone(),
-    }));
-    tools.push(Arc::new(AskClarificationTool));
+    let mut tools: ToolBox = spec.tools.for_lead(artifacts.clone());
     let delegation = scheduler.map(|s| {
         tools.push(Arc::new(TaskTool::new(s.clone())));
         DelegationInfo {

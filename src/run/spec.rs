@@ -10,6 +10,7 @@ use crate::events::ModelInfo;
 use crate::model::providers::replay::RecordLog;
 use crate::model::ChatModel;
 use crate::subagent::{Skill, SubagentSetup};
+use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::Workspace;
@@ -31,6 +32,8 @@ pub struct RunSpec {
     pub color: bool,
     pub workspace: Arc<Workspace>,
     pub limits: Arc<SandboxLimits>,
+    /// The run's tools, built once: the lead and every sub-agent take theirs from it.
+    pub tools: Arc<ToolRegistry>,
     pub loop_limits: LoopLimits,
     pub max_turns: u32,
     pub max_concurrent: u32,

@@ -38,8 +38,8 @@ pub struct SubagentType {
     pub timeout_seconds: f64,
 }
 
-/// Tools no sub-agent ever gets.
-pub const LEAD_ONLY_TOOLS: [&str; 3] = ["task", "ask_clarification", "present_files"];
+/// Tools no sub-agent ever gets (kept here too for the config's check of `tools:` lists).
+pub use crate::tools::registry::LEAD_ONLY_TOOLS;
 
 /// What the scheduler needs to start sub-agents: the available types, their models and
 /// the skills they may list.

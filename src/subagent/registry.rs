@@ -1,8 +1,11 @@
 //! The sub-agent type registry: built-in types, custom types from the config, per-type
-//! overrides and global defaults, layered as contract §5 says. Built-in definitions are
-//! constants and never mutated: each run builds fresh effective values.
+//! overrides and global defaults, layered as contract §5 says, and the tools each type gets
+//! from the run's tool registry. Built-in definitions are constants and never mutated: each
+//! run builds fresh effective values.
 
 use crate::config::SubagentsConfig;
+use crate::tools::registry::ToolRegistry;
+use crate::tools::ToolBox;
 
 use super::prompts::{
     BASH_DESCRIPTION, BASH_PROMPT, GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_PROMPT,
@@ -175,6 +178,13 @@ fn layer(mut t: SubagentType, cfg: &SubagentsConfig, inp: &RegistryInputs) -> Su
     t
 }
 
+/// The tools a sub-agent of type `t` gets from the run's registry (contract §5): its
+/// allow-list (none: all the lead's tools) minus its deny-list; never a lead-only tool.
+/// `deerflow agents` shows the same.
+pub fn subagent_tools(t: &SubagentType, registry: &ToolRegistry) -> ToolBox {
+    registry.for_subagent(t.tools.as_deref(), &t.disallowed_tools)
+}
+
 fn model_name(m: Option<&str>, lead: &str) -> String {
     match m.map(str::trim) {
         None | Some("") | Some("inherit") => lead.to_string(),
@@ -186,6 +196,8 @@ fn model_name(m: Option<&str>, lead: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::{AgentOverride, CustomAgent};
+    use crate::tools::registry::tests::Joined;
+    use std::sync::Arc;
 
     fn inputs(allow_bash: bool, timeout_flag: Option<f64>) -> RegistryInputs<'static> {
         RegistryInputs {
@@ -374,5 +386,69 @@ mod tests {
             custom_agent_tool_warnings(&cfg, &owned),
             custom_agent_tool_warnings(&cfg, &known)
         );
+    }
+
+    fn custom_type(name: &str, tools: Option<&[&str]>, deny: &[&str]) -> SubagentType {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        SubagentType {
+            name: name.into(),
+            source: "custom",
+            description: "d".into(),
+            system_prompt: "p".into(),
+            tools: tools.map(list),
+            disallowed_tools: list(deny),
+            skills: None,
+            model: "m".into(),
+            max_turns: 50,
+            timeout_seconds: 900.0,
+        }
+    }
+
+    fn names(tools: &ToolBox) -> Vec<&str> {
+        tools.iter().map(|t| t.name()).collect()
+    }
+
+    #[test]
+    fn a_tool_that_joins_at_start_up_reaches_every_agent_that_may_have_it() {
+        let mut registry = ToolRegistry::builtin(true);
+        registry.register(Arc::new(Joined("echo"))).unwrap();
+        let lead = registry.for_lead(Arc::default());
+        assert!(names(&lead).contains(&"echo"));
+
+        let inputs = RegistryInputs {
+            allow_bash: true,
+            timeout_flag: None,
+            lead_model: "m",
+        };
+        let (types, _) = effective_types(&SubagentsConfig::default(), &inputs);
+        let find = |n: &str| types.iter().find(|t| t.name == n).unwrap();
+        let gp = subagent_tools(find("general-purpose"), &registry);
+        let all_but_lead_only: Vec<&str> = names(&lead)
+            .into_iter()
+            .filter(|n| !crate::tools::registry::LEAD_ONLY_TOOLS.contains(n))
+            .collect();
+        assert_eq!(names(&gp), all_but_lead_only);
+        assert!(names(&gp).contains(&"echo"));
+        assert_eq!(
+            names(&subagent_tools(find("bash"), &registry)),
+            ["ls", "read_file", "write_file", "str_replace", "bash"]
+        );
+
+        let allows = custom_type("allows", Some(&["read_file", "echo", "task"]), &[]);
+        assert_eq!(
+            names(&subagent_tools(&allows, &registry)),
+            ["read_file", "echo"]
+        );
+        let lists_other = custom_type("other", Some(&["read_file", "grep"]), &[]);
+        assert_eq!(
+            names(&subagent_tools(&lists_other, &registry)),
+            ["read_file", "grep"]
+        );
+        let inherits_but_denies = custom_type("denies", None, &["echo", "bash"]);
+        let got = subagent_tools(&inherits_but_denies, &registry);
+        assert!(!names(&got).contains(&"echo"));
+        assert_eq!(names(&got).len(), 6);
+        let inherits = custom_type("inherits", None, &[]);
+        assert!(names(&subagent_tools(&inherits, &registry)).contains(&"echo"));
     }
 }

@@ -13,6 +13,7 @@ use super::state::TaskState;
 use super::{SubagentSetup, SubagentType};
 use crate::agent::RunShared;
 use crate::events::{Event, EventSink, TaskCounts};
+use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
 use crate::workspace::Workspace;
 
@@ -20,6 +21,8 @@ use crate::workspace::Workspace;
 pub struct SchedulerLimits {
     pub workspace: Arc<Workspace>,
     pub limits: Arc<SandboxLimits>,
+    /// The run's tools, from which each sub-agent type takes its set.
+    pub tools: Arc<ToolRegistry>,
     pub max_concurrent: u32,
     pub max_tasks: u32,
 }
@@ -36,6 +39,8 @@ pub struct Scheduler {
     pub(super) events: EventSink,
     pub(super) workspace: Arc<Workspace>,
     pub(super) limits: Arc<SandboxLimits>,
+    /// Where every sub-agent's tools come from.
+    pub(super) tools: Arc<ToolRegistry>,
     max_concurrent: u32,
     max_tasks: u32,
     slots: Mutex<Slots>,
@@ -64,6 +69,7 @@ impl Scheduler {
             events,
             workspace: limits.workspace,
             limits: limits.limits,
+            tools: limits.tools,
             max_concurrent: limits.max_concurrent.max(1),
             max_tasks: limits.max_tasks,
             slots: Mutex::default(),

@@ -16,6 +16,7 @@ use crate::agent::{RunControl, RunShared};
 use crate::events::{Envelope, Event, EventSink, EventWriter};
 use crate::model::{ChatModel, ModelError, ModelResponse};
 use crate::testing::{call, calls, text, Capture, Script};
+use crate::tools::registry::ToolRegistry;
 use crate::tools::{SandboxLimits, Tool, ToolContext, ToolStatus};
 use crate::usage::Ledger;
 use crate::workspace::Workspace;
@@ -75,6 +76,7 @@ impl Fixture {
             SchedulerLimits {
                 workspace: workspace.clone(),
                 limits: limits.clone(),
+                tools: Arc::new(ToolRegistry::builtin(false)),
                 max_concurrent,
                 max_tasks,
             },
@@ -119,7 +121,7 @@ impl Fixture {
         let tool = TaskTool::new(self.sched.clone());
         let args = json!({"description": description, "prompt": "do it", "subagent_type": kind});
         let out = tool.call(args, &self.ctx.for_call(id)).await;
-        (out.status, out.text)
+        (out.status, out.text().into_owned())
     }
 }
 
@@ -199,12 +201,12 @@ fn a_terminal_state_is_reported_once() {
     let r = rec("t");
     assert!(r.start(&events));
     assert_eq!(
-        r.complete(&events, "fine".into(), None).text,
+        r.complete(&events, "fine".into(), None).text(),
         "Task Succeeded. Result: fine"
     );
     let late = r.time_out(&events);
     assert_eq!(
-        late.text,
+        late.text(),
         "Task completed. Error: the task had already ended"
     );
     assert_eq!(r.state.get(), TaskState::Completed);

@@ -5,16 +5,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::prompts;
 use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
-use super::{prompts, LEAD_ONLY_TOOLS};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, Observer};
 use crate::events::{Event, EventSink};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
-use crate::tools::{arg_str, Tool, ToolBox, ToolContext, ToolOutput};
+use crate::tools::args::{parse, schema_for};
+use crate::tools::{Tool, ToolContext, ToolOutput};
 
 /// After a timeout cancels a sub-agent, how long it may take to stop its tools.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
@@ -29,7 +32,39 @@ impl TaskTool {
     }
 }
 
+/// `task`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TaskArgs {
+    /// A 3-5 word label for the sub-task.
+    pub description: String,
+    /// The complete, self-contained instruction: goal, relevant files, constraints, and the
+    /// form of the answer. The sub-agent sees nothing else.
+    pub prompt: String,
+    /// Which kind of sub-agent runs the task.
+    pub subagent_type: String,
+}
+
+/// The schema of [`TaskArgs`], with the run's sub-agent types as `subagent_type`'s choices.
+fn task_parameters(names: Vec<String>) -> Value {
+    let mut schema = schema_for::<TaskArgs>();
+    if let Some(kind) = schema.pointer_mut("/properties/subagent_type") {
+        if let Some(kind) = kind.as_object_mut() {
+            // After "type", where a reader of the request looks for it.
+            let description = kind.remove("description");
+            kind.insert("enum".into(), json!(names));
+            if let Some(d) = description {
+                kind.insert("description".into(), d);
+            }
+        }
+    }
+    schema
+}
+
 impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        "task"
+    }
+
     fn spec(&self) -> ToolSpec {
         let names = self.scheduler.setup.type_names();
         let listed: Vec<String> = self
@@ -46,22 +81,14 @@ impl Tool for TaskTool {
                  reports back. Several task calls in one response run in parallel. Types: {}",
                 listed.join("; ")
             ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string", "description": "A 3-5 word label for the sub-task."},
-                    "prompt": {"type": "string", "description": "The complete, self-contained instruction: goal, relevant files, constraints, and the form of the answer. The sub-agent sees nothing else."},
-                    "subagent_type": {"type": "string", "enum": names, "description": "Which kind of sub-agent runs the task."}
-                },
-                "required": ["description", "prompt", "subagent_type"]
-            }),
+            parameters: task_parameters(names),
         }
     }
 
     /// Validation, the task limit and admission happen before the future is returned, so
     /// calls of one response are accepted and queued in the order the model made them.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        let out = match self.prepare(&args, ctx) {
+        let out = match self.prepare(args, ctx) {
             Ok(start) => start,
             Err(out) => return Box::pin(async move { out }),
         };
@@ -97,16 +124,15 @@ impl Tool for TaskTool {
 impl TaskTool {
     fn prepare(
         &self,
-        args: &Value,
+        args: Value,
         ctx: &ToolContext,
     ) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
         let s = &self.scheduler;
-        let arg = |key| {
-            arg_str(args, key).map_err(|e| ToolOutput::error(format!("Task failed. {}", e.text)))
-        };
-        let description = arg("description")?.trim().to_string();
-        let prompt = arg("prompt")?.to_string();
-        let kind = arg("subagent_type")?;
+        let args: TaskArgs =
+            parse(args).map_err(|e| ToolOutput::error(format!("Task failed. {e}")))?;
+        let description = args.description.trim().to_string();
+        let prompt = args.prompt;
+        let kind = args.subagent_type.as_str();
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");
             let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");
@@ -215,7 +241,7 @@ fn build_agent(
         model_name: t.model.clone(),
         system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash).into(),
         context: Arc::new(KeepAll),
-        tools: subagent_tools(t, s.limits.allow_host_bash),
+        tools: super::registry::subagent_tools(t, &s.tools),
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),
@@ -231,19 +257,6 @@ fn build_agent(
         }),
         progress: rec.progress.clone(),
     })
-}
-
-/// The lead's tools minus the lead-only ones, then the type's allow-list and deny-list.
-pub fn subagent_tools(t: &super::SubagentType, allow_bash: bool) -> ToolBox {
-    crate::tools::standard_tools(allow_bash)
-        .into_iter()
-        .filter(|tool| {
-            let name = tool.spec().name;
-            !LEAD_ONLY_TOOLS.contains(&name.as_str())
-                && t.tools.as_ref().is_none_or(|allow| allow.contains(&name))
-                && !t.disallowed_tools.contains(&name)
-        })
-        .collect()
 }
 
 fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
@@ -307,9 +320,42 @@ impl Observer for TaskObserver {
     fn tool_call(&self, _call: &ToolCall) {}
 
     fn tool_result(&self, call: &ToolCall, out: &ToolOutput, _took: Duration) {
-        let (text, _) = cap_chars(&out.text, EVENT_OUTPUT_MAX_CHARS);
+        let (text, _) = cap_chars(&out.text(), EVENT_OUTPUT_MAX_CHARS);
         self.emit(json!({
             "role": "tool", "text": text, "tool_call_id": call.id, "name": call.name, "status": out.status.as_str()
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::args::assert_schema_matches;
+
+    #[test]
+    fn task_schema_matches_its_arguments_and_lists_the_types() {
+        assert_schema_matches::<TaskArgs>(
+            &["description", "prompt", "subagent_type"],
+            json!({"description": "d", "prompt": "p", "subagent_type": "general-purpose"}),
+        );
+        let schema = task_parameters(vec!["general-purpose".into(), "bash".into()]);
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string", "description": "A 3-5 word label for the sub-task."},
+                    "prompt": {"type": "string", "description": "The complete, self-contained instruction: goal, relevant files, constraints, and the form of the answer. The sub-agent sees nothing else."},
+                    "subagent_type": {"type": "string", "enum": ["general-purpose", "bash"], "description": "Which kind of sub-agent runs the task."}
+                },
+                "required": ["description", "prompt", "subagent_type"]
+            })
+        );
+        let err = parse::<TaskArgs>(json!({"description": "d", "prompt": 3, "subagent_type": "x"}))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Error: missing required string argument 'prompt'"
+        );
     }
 }

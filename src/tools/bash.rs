@@ -10,13 +10,16 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use super::args::{lenient, spec, with_args};
 use super::fs::truncate_middle_counted;
-use super::{arg_str, Tool, ToolContext, ToolOutput};
+use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::process::kill_group;
 
@@ -33,36 +36,39 @@ pub const DISABLED: &str = "Error: host bash is disabled. It runs commands uncon
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BashTool;
 
+/// `bash`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BashArgs {
+    /// A few words on why this command runs (for the log).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub description: Option<String>,
+    /// The bash command line to run.
+    pub command: String,
+}
+
 impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "bash"
+    }
+
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "bash".into(),
-            description: "Run a bash command in the workspace directory (stdin is empty). Returns \
-                          stdout, then stderr after 'Std Error:', then 'Exit Code: N' when the \
-                          exit code is not 0. Long output keeps its start and end. The command and \
-                          everything it starts are killed on timeout; background processes do not \
-                          survive the call."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string", "description": "A few words on why this command runs (for the log)."},
-                    "command": {"type": "string", "description": "The bash command line to run."}
-                },
-                "required": ["command"]
-            }),
-        }
+        spec::<BashArgs>(
+            "bash",
+            "Run a bash command in the workspace directory (stdin is empty). Returns \
+             stdout, then stderr after 'Std Error:', then 'Exit Code: N' when the \
+             exit code is not 0. Long output keeps its start and end. The command and \
+             everything it starts are killed on timeout; background processes do not \
+             survive the call.",
+        )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            if !ctx.limits.allow_host_bash {
-                return ToolOutput::error(DISABLED);
-            }
-            match arg_str(&args, "command") {
-                Ok(command) => run_command(command, ctx).await,
-                Err(e) => e,
-            }
+        // Refused before its arguments are looked at, as it always was.
+        if !ctx.limits.allow_host_bash {
+            return Box::pin(async { ToolOutput::error(DISABLED) });
+        }
+        with_args(args, move |a: BashArgs| async move {
+            run_command(&a.command, ctx).await
         })
     }
 }
@@ -304,6 +310,7 @@ mod tests {
     use crate::tools::fs::tests::{ctx_with, run};
     use crate::tools::SandboxLimits;
     use crate::tools::ToolStatus::{Error as E, Ok as O};
+    use serde_json::json;
     use std::time::Instant;
 
     fn limits(timeout: f64) -> SandboxLimits {
@@ -557,5 +564,13 @@ mod tests {
         ht.push(b"o");
         assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"no");
         assert_eq!(ht.dropped_chars, 11);
+    }
+
+    #[test]
+    fn schema_matches_what_the_argument_type_accepts() {
+        crate::tools::args::assert_schema_matches::<BashArgs>(
+            &["command"],
+            json!({"description": "why", "command": "true"}),
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! File tools: `ls`, `read_file`, `write_file`, `str_replace`, plus the helpers the other tool
-//! families share (output truncation, path resolution, numeric arguments, binary detection).
+//! families share (output truncation, path resolution, binary detection).
 
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{arg_bool, arg_str, arg_u64, Tool, ToolContext, ToolOutput};
+use super::args::{lenient, spec, with_args, Count};
+use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::paths::OUTSIDE;
@@ -174,24 +177,6 @@ fn read_open(file: &mut std::fs::File, shown: &str) -> Result<String, ToolOutput
     })
 }
 
-/// An optional non-negative integer argument: absent or null → `None`; present but not a
-/// whole number → an error naming the argument.
-pub(crate) fn arg_opt_count(args: &Value, key: &str) -> Result<Option<u64>, ToolOutput> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => arg_u64(args, key)
-            .or_else(|| {
-                v.as_f64()
-                    .filter(|f| *f >= 0.0 && f.fract() == 0.0)
-                    .map(|f| f as u64)
-            })
-            .map(Some)
-            .ok_or_else(|| {
-                ToolOutput::error(format!("Error: '{key}' must be a non-negative integer"))
-            }),
-    }
-}
-
 /// A NUL byte near the start means binary (what git and grep assume too).
 pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0)
@@ -203,14 +188,6 @@ pub(crate) fn decode_text(bytes: Vec<u8>) -> Option<String> {
         return None;
     }
     String::from_utf8(bytes).ok()
-}
-
-fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
-    ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters,
-    }
 }
 
 /// What a directory gets from the reading tools.
@@ -290,25 +267,31 @@ pub(crate) async fn edit_target(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LsTool;
 
+/// `ls`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LsArgs {
+    /// Directory to list: relative to the workspace, absolute inside it, or a virtual path
+    /// such as /mnt/user-data/outputs or /mnt/skills. Defaults to the workspace root.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub path: Option<String>,
+}
+
 impl Tool for LsTool {
+    fn name(&self) -> &str {
+        "ls"
+    }
+
     fn spec(&self) -> ToolSpec {
-        spec(
+        spec::<LsArgs>(
             "ls",
             "List a directory two levels deep. Directories end in '/'. Paths are shown relative to \
              the workspace. Skips .git, node_modules, target, __pycache__ and .venv.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory to list: relative to the workspace, absolute inside it, or a virtual path such as /mnt/user-data/outputs or /mnt/skills. Defaults to the workspace root."}
-                },
-                "required": []
-            }),
         )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let path = super::arg_opt_str(&args, "path").unwrap_or(".");
+        with_args(args, move |a: LsArgs| async move {
+            let path = a.path.as_deref().unwrap_or(".");
             let abs = match resolve(ctx, path, Access::Read) {
                 Ok(p) => p,
                 Err(e) => return e,
@@ -384,33 +367,44 @@ fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool)>> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFileTool;
 
+/// `read_file`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// File to read: relative to the workspace, absolute inside it, or a virtual path
+    /// (/mnt/user-data/..., /mnt/skills/...).
+    pub path: String,
+    /// First line to read (1-based). Defaults to 1.
+    #[schemars(range(min = 1))]
+    pub start_line: Option<Count>,
+    /// Last line to read (inclusive). Defaults to the end of the file.
+    #[schemars(range(min = 1))]
+    pub end_line: Option<Count>,
+}
+
 impl Tool for ReadFileTool {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
     fn spec(&self) -> ToolSpec {
-        spec(
+        spec::<ReadFileArgs>(
             "read_file",
             "Read a text file, whole or a line range (1-based, inclusive). Binary files are refused. \
              Long output is truncated at the end; use start_line/end_line to read further.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to read: relative to the workspace, absolute inside it, or a virtual path (/mnt/user-data/..., /mnt/skills/...)."},
-                    "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Defaults to 1."},
-                    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read (inclusive). Defaults to the end of the file."}
-                },
-                "required": ["path"]
-            }),
         )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move { read_file(&args, ctx).await.unwrap_or_else(|e| e) })
+        with_args(args, move |a| async move {
+            read_file(a, ctx).await.unwrap_or_else(|e| e)
+        })
     }
 }
 
-async fn read_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Read)?;
-    let start = arg_opt_count(args, "start_line")?;
-    let end = arg_opt_count(args, "end_line")?;
+async fn read_file(args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let target = resolve_target(ctx, &args.path, Access::Read)?;
+    let start = args.start_line.map(|c| c.0);
+    let end = args.end_line.map(|c| c.0);
     let text = read_text(ctx, &target).await?;
     let body = if start.is_none() && end.is_none() {
         text
@@ -460,35 +454,43 @@ fn select_lines(text: &str, start: Option<u64>, end: Option<u64>) -> Result<Stri
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFileTool;
 
+/// `write_file`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// File to write: relative to the workspace, absolute inside it, or
+    /// /mnt/user-data/outputs/... (/mnt/skills is read-only).
+    pub path: String,
+    /// The text to write.
+    pub content: String,
+    /// Append to the end of the file instead of replacing it. Default false.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub append: bool,
+}
+
 impl Tool for WriteFileTool {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
     fn spec(&self) -> ToolSpec {
-        spec(
+        spec::<WriteFileArgs>(
             "write_file",
             "Write text to a file, creating parent directories. Overwrites the file unless append \
              is true. Answers OK. Write final deliverables under /mnt/user-data/outputs.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to write: relative to the workspace, absolute inside it, or /mnt/user-data/outputs/... (/mnt/skills is read-only)."},
-                    "content": {"type": "string", "description": "The text to write."},
-                    "append": {"type": "boolean", "description": "Append to the end of the file instead of replacing it. Default false.", "default": false}
-                },
-                "required": ["path", "content"]
-            }),
         )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move { write_file(&args, ctx).await.unwrap_or_else(|e| e) })
+        with_args(args, move |a| async move {
+            write_file(a, ctx).await.unwrap_or_else(|e| e)
+        })
     }
 }
 
-async fn write_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Write)?;
-    let content = arg_str(args, "content")?;
-    let append = arg_bool(args, "append", false);
+async fn write_file(args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let target = resolve_target(ctx, &args.path, Access::Write)?;
     let _guard = ctx.workspace.locks().lock(&target.abs).await;
-    write_target(ctx, &target, content, append).await?;
+    write_target(ctx, &target, &args.content, args.append).await?;
     Ok(ToolOutput::ok("OK"))
 }
 
@@ -500,35 +502,43 @@ async fn write_file(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolO
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StrReplaceTool;
 
+/// `str_replace`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StrReplaceArgs {
+    /// File to edit: relative to the workspace, absolute inside it, or a virtual path.
+    pub path: String,
+    /// The exact text to replace; include enough context to make it unique.
+    pub old_str: String,
+    /// The replacement text (may be empty).
+    pub new_str: String,
+    /// Replace every occurrence instead of requiring exactly one. Default false.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub replace_all: bool,
+}
+
 impl Tool for StrReplaceTool {
+    fn name(&self) -> &str {
+        "str_replace"
+    }
+
     fn spec(&self) -> ToolSpec {
-        spec(
+        spec::<StrReplaceArgs>(
             "str_replace",
             "Replace text in a file. old_str must match exactly (whitespace included) and occur \
              exactly once, unless replace_all is true. Answers OK.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to edit: relative to the workspace, absolute inside it, or a virtual path."},
-                    "old_str": {"type": "string", "description": "The exact text to replace; include enough context to make it unique."},
-                    "new_str": {"type": "string", "description": "The replacement text (may be empty)."},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one. Default false.", "default": false}
-                },
-                "required": ["path", "old_str", "new_str"]
-            }),
         )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move { str_replace(&args, ctx).await.unwrap_or_else(|e| e) })
+        with_args(args, move |a| async move {
+            str_replace(a, ctx).await.unwrap_or_else(|e| e)
+        })
     }
 }
 
-async fn str_replace(args: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let target = resolve_target(ctx, arg_str(args, "path")?, Access::Write)?;
-    let old = arg_str(args, "old_str")?.to_string();
-    let new = arg_str(args, "new_str")?.to_string();
-    let replace_all = arg_bool(args, "replace_all", false);
+async fn str_replace(args: StrReplaceArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let target = resolve_target(ctx, &args.path, Access::Write)?;
+    let (old, new, replace_all) = (args.old_str, args.new_str, args.replace_all);
     if old.is_empty() {
         return Err(ToolOutput::error("Error: old_str must not be empty"));
     }
@@ -555,6 +565,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::tools::{SandboxLimits, ToolStatus};
     use crate::workspace::Workspace;
+    use serde_json::json;
     use std::sync::Arc;
     use tokio_util::sync::CancellationToken;
 
@@ -577,7 +588,7 @@ pub(crate) mod tests {
         args: Value,
     ) -> (ToolStatus, String) {
         let out = tool.call(args, ctx).await;
-        (out.status, out.text)
+        (out.status, out.into_text())
     }
 
     use ToolStatus::{Error as E, Ok as O};
@@ -975,7 +986,7 @@ pub(crate) mod tests {
                 for i in 0..25 {
                     let line = format!("task {t} line {i} {}\n", "x".repeat(500));
                     let args = json!({"path": "log.txt", "content": line, "append": true});
-                    assert_eq!(WriteFileTool.call(args, &c).await.text, "OK");
+                    assert_eq!(WriteFileTool.call(args, &c).await.into_text(), "OK");
                 }
             }));
         }
@@ -1000,7 +1011,7 @@ pub(crate) mod tests {
                 let c = c.clone();
                 tokio::spawn(async move {
                     let args = json!({"path": "f.txt", "old_str": format!("item{i:02}\n"), "new_str": format!("done{i:02}\n")});
-                    StrReplaceTool.call(args, &c).await.text
+                    StrReplaceTool.call(args, &c).await.into_text()
                 })
             })
             .collect();
@@ -1036,13 +1047,13 @@ pub(crate) mod tests {
         std::os::unix::fs::symlink(outside.path(), root.join("a")).unwrap();
 
         let got = write_target(&c, &write, "pwned", false).await.unwrap_err();
-        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+        assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
         let got = edit_target(&c, &edit, |_, _| Ok("pwned".to_string()))
             .await
             .unwrap_err();
-        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+        assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
         let got = read_text(&c, &read).await.unwrap_err();
-        assert_eq!((got.status, got.text.as_str()), (E, OUTSIDE_MSG));
+        assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
 
         assert!(!outside.path().join("new").exists());
         assert_eq!(
@@ -1068,9 +1079,9 @@ pub(crate) mod tests {
         std::fs::remove_file(root.join("f.txt")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join("f.txt")).unwrap();
         let got = read_text(&c, &read).await.unwrap_err();
-        assert_eq!(got.text, OUTSIDE_MSG);
+        assert_eq!(got.text(), OUTSIDE_MSG);
         let got = write_target(&c, &read, "x", true).await.unwrap_err();
-        assert_eq!(got.text, OUTSIDE_MSG);
+        assert_eq!(got.text(), OUTSIDE_MSG);
     }
 
     /// Symlinks pointing inside keep working through the tools: `resolve` hands the open step
@@ -1156,9 +1167,9 @@ pub(crate) mod tests {
                 ok += 1;
             } else {
                 assert!(
-                    out.text == OUTSIDE_MSG || out.text.starts_with("Error: cannot write"),
+                    out.text() == OUTSIDE_MSG || out.text().starts_with("Error: cannot write"),
                     "{}",
-                    out.text
+                    out.text()
                 );
             }
         }
@@ -1179,8 +1190,51 @@ pub(crate) mod tests {
         ];
         for (tool, name) in tools {
             let s = tool.spec();
-            assert_eq!(s.name, name);
+            assert_eq!((s.name.as_str(), tool.name()), (name, name));
             assert!(s.parameters["required"].is_array());
         }
+    }
+
+    #[test]
+    fn schemas_match_what_the_argument_types_accept() {
+        use crate::tools::args::assert_schema_matches;
+        assert_schema_matches::<LsArgs>(&[], json!({"path": "."}));
+        assert_schema_matches::<ReadFileArgs>(
+            &["path"],
+            json!({"path": "f", "start_line": 1, "end_line": 2}),
+        );
+        assert_schema_matches::<WriteFileArgs>(
+            &["path", "content"],
+            json!({"path": "f", "content": "c", "append": true}),
+        );
+        assert_schema_matches::<StrReplaceArgs>(
+            &["path", "old_str", "new_str"],
+            json!({"path": "f", "old_str": "a", "new_str": "b", "replace_all": false}),
+        );
+        // What the model is offered, property by property, as before the types existed.
+        assert_eq!(
+            ReadFileTool.spec().parameters,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to read: relative to the workspace, absolute inside it, or a virtual path (/mnt/user-data/..., /mnt/skills/...)."},
+                    "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Defaults to 1."},
+                    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read (inclusive). Defaults to the end of the file."}
+                },
+                "required": ["path"]
+            })
+        );
+        assert_eq!(
+            WriteFileTool.spec().parameters,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to write: relative to the workspace, absolute inside it, or /mnt/user-data/outputs/... (/mnt/skills is read-only)."},
+                    "content": {"type": "string", "description": "The text to write."},
+                    "append": {"type": "boolean", "description": "Append to the end of the file instead of replacing it. Default false.", "default": false}
+                },
+                "required": ["path", "content"]
+            })
+        );
     }
 }

@@ -2,9 +2,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{arg_opt_str, arg_str, Control, Tool, ToolContext, ToolOutput};
+use super::args::{lenient, spec, with_args};
+use super::{Control, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::Access;
 
@@ -13,40 +16,35 @@ pub struct PresentFilesTool {
     pub artifacts: Arc<Mutex<Vec<String>>>,
 }
 
+/// `present_files`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PresentFilesArgs {
+    /// Paths of the files, relative to the workspace.
+    pub filepaths: Vec<String>,
+}
+
 impl Tool for PresentFilesTool {
+    fn name(&self) -> &str {
+        "present_files"
+    }
+
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "present_files".into(),
-            description:
-                "Mark files you produced as the outputs of this run. They are listed to the \
-                          user when the run ends. Each file must exist in the workspace."
-                    .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "filepaths": {"type": "array", "items": {"type": "string"},
-                                  "description": "Paths of the files, relative to the workspace."}
-                },
-                "required": ["filepaths"]
-            }),
-        }
+        spec::<PresentFilesArgs>(
+            "present_files",
+            "Mark files you produced as the outputs of this run. They are listed to the \
+                          user when the run ends. Each file must exist in the workspace.",
+        )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move { self.present(&args, ctx) })
+        with_args(args, move |a| async move { self.present(a, ctx) })
     }
 }
 
 impl PresentFilesTool {
-    fn present(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
-        let Some(list) = args.get("filepaths").and_then(Value::as_array) else {
-            return ToolOutput::error("Error: missing required array argument 'filepaths'");
-        };
+    fn present(&self, args: PresentFilesArgs, ctx: &ToolContext) -> ToolOutput {
         let mut shown = Vec::new();
-        for p in list {
-            let Some(p) = p.as_str() else {
-                return ToolOutput::error("Error: 'filepaths' must be a list of strings");
-            };
+        for p in &args.filepaths {
             let abs = match ctx.workspace.resolve(p, Access::Read) {
                 Ok(a) => a,
                 // Exactly the workspace's refusal (contract §6), like every other tool.
@@ -78,15 +76,67 @@ impl PresentFilesTool {
 /// Asks the user a question. Nobody can answer during a run, so this ends it (exit 6).
 pub struct AskClarificationTool;
 
+/// `ask_clarification`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskClarificationArgs {
+    /// The question to ask.
+    pub question: String,
+    /// Possible answers to choose from, if any.
+    #[serde(default, deserialize_with = "lenient::opt_strings")]
+    pub options: Option<Vec<String>>,
+    /// Why the answer is needed.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub context: Option<String>,
+}
+
 impl Tool for AskClarificationTool {
+    fn name(&self) -> &str {
+        "ask_clarification"
+    }
+
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "ask_clarification".into(),
-            description:
-                "Ask the user a question when the task cannot be done without the answer. \
-                          This ends the run: the question is reported and the run stops."
-                    .into(),
-            parameters: json!({
+        spec::<AskClarificationArgs>(
+            "ask_clarification",
+            "Ask the user a question when the task cannot be done without the answer. \
+                          This ends the run: the question is reported and the run stops.",
+        )
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(args, |a: AskClarificationArgs| async move {
+            let mut text = format!("Clarification requested: {}", a.question);
+            if let Some(c) = &a.context {
+                text.push_str(&format!("\nContext: {c}"));
+            }
+            ToolOutput {
+                control: Some(Control::Clarify {
+                    question: a.question,
+                    options: a.options.unwrap_or_default(),
+                }),
+                ..ToolOutput::ok(text)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::args::assert_schema_matches;
+    use crate::tools::fs::tests::ctx;
+    use crate::tools::ToolStatus::{Error as E, Ok as O};
+    use serde_json::json;
+
+    #[test]
+    fn schemas_match_what_the_argument_types_accept() {
+        assert_schema_matches::<PresentFilesArgs>(&["filepaths"], json!({"filepaths": ["a"]}));
+        assert_schema_matches::<AskClarificationArgs>(
+            &["question"],
+            json!({"question": "q", "options": ["a"], "context": "c"}),
+        );
+        assert_eq!(
+            AskClarificationTool.spec().parameters,
+            json!({
                 "type": "object",
                 "properties": {
                     "question": {"type": "string", "description": "The question to ask."},
@@ -95,34 +145,90 @@ impl Tool for AskClarificationTool {
                     "context": {"type": "string", "description": "Why the answer is needed."}
                 },
                 "required": ["question"]
-            }),
-        }
+            })
+        );
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let question = match arg_str(&args, "question") {
-                Ok(q) => q.to_string(),
-                Err(e) => return e,
-            };
-            let options: Vec<String> = args
-                .get("options")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut text = format!("Clarification requested: {question}");
-            if let Some(c) = arg_opt_str(&args, "context") {
-                text.push_str(&format!("\nContext: {c}"));
-            }
-            ToolOutput {
-                status: super::ToolStatus::Ok,
-                text,
-                control: Some(Control::Clarify { question, options }),
-            }
-        })
+    #[tokio::test]
+    async fn clarification_keeps_its_leniency() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(dir.path());
+        let out = AskClarificationTool
+            .call(
+                json!({"question": "Which?", "options": ["a", 1, "b"], "context": "why"}),
+                &c,
+            )
+            .await;
+        assert_eq!(out.text(), "Clarification requested: Which?\nContext: why");
+        assert_eq!(
+            out.control,
+            Some(Control::Clarify {
+                question: "Which?".into(),
+                options: vec!["a".into(), "b".into()]
+            })
+        );
+        let out = AskClarificationTool
+            .call(json!({"question": "Q", "options": "a", "context": 3}), &c)
+            .await;
+        assert_eq!(
+            (out.status, &*out.text()),
+            (O, "Clarification requested: Q")
+        );
+        assert_eq!(
+            out.control,
+            Some(Control::Clarify {
+                question: "Q".into(),
+                options: vec![]
+            })
+        );
+        let out = AskClarificationTool.call(json!({}), &c).await;
+        assert_eq!(
+            (out.status, out.into_text()),
+            (
+                E,
+                "Error: missing required string argument 'question'".into()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn present_files_refuses_bad_lists_naming_the_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let c = ctx(dir.path());
+        let tool = PresentFilesTool {
+            artifacts: Arc::default(),
+        };
+        let cases = [
+            (
+                json!({}),
+                E,
+                "Error: missing required array argument 'filepaths'",
+            ),
+            (
+                json!({"filepaths": "a.txt"}),
+                E,
+                "Error: missing required array argument 'filepaths'",
+            ),
+            (
+                json!({"filepaths": ["a.txt", 1]}),
+                E,
+                "Error: 'filepaths' must be a list of strings",
+            ),
+            (
+                json!({"filepaths": ["a.txt"]}),
+                O,
+                "Presented 1 file(s): a.txt",
+            ),
+        ];
+        for (args, status, want) in cases {
+            let out = tool.call(args.clone(), &c).await;
+            assert_eq!(
+                (out.status, out.into_text()),
+                (status, want.to_string()),
+                "{args}"
+            );
+        }
+        assert_eq!(*tool.artifacts.lock().unwrap(), ["a.txt"]);
     }
 }

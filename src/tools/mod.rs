@@ -1,11 +1,15 @@
-//! The `Tool` trait and the tool families. A tool failure is a value returned to the
-//! model (`ToolStatus::Error`), never an error that ends the run.
+//! The `Tool` trait, the run's tool registry (`registry`), typed arguments with generated
+//! schemas (`args`), and the tool families (`fs`, `search`, `bash`, `lead`). A tool failure
+//! is a value returned to the model (`ToolStatus::Error`), never an error that ends the run.
 
+pub mod args;
 pub mod bash;
 pub mod fs;
 pub mod lead;
+pub mod registry;
 pub mod search;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -39,27 +43,91 @@ pub enum Control {
     },
 }
 
+/// One block of a tool's output. Built-in tools answer with one text block; a tool from
+/// elsewhere (an MCP server) may also return blocks that are not text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    /// An image, audio clip or embedded resource: the model and the events get a one-line
+    /// stand-in, since tool results reach them as text.
+    Media(Media),
+}
+
+/// A block that is not text, described rather than carried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Media {
+    /// What it is, as its source names it (`image`, `audio`, `resource`).
+    pub kind: String,
+    pub mime_type: Option<String>,
+    /// A URI, a name, or a size: whatever says what it was.
+    pub description: String,
+}
+
+impl Content {
+    fn render(&self, out: &mut String) {
+        match self {
+            Content::Text(t) => out.push_str(t),
+            Content::Media(m) => {
+                out.push('[');
+                out.push_str(&m.kind);
+                if let Some(mime) = &m.mime_type {
+                    out.push_str(": ");
+                    out.push_str(mime);
+                }
+                out.push(']');
+                if !m.description.is_empty() {
+                    out.push(' ');
+                    out.push_str(&m.description);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub status: ToolStatus,
-    /// What the model sees.
-    pub text: String,
+    pub content: Vec<Content>,
     pub control: Option<Control>,
 }
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
+        Self::with_content(ToolStatus::Ok, vec![Content::Text(text.into())])
+    }
+    pub fn error(text: impl Into<String>) -> Self {
+        Self::with_content(ToolStatus::Error, vec![Content::Text(text.into())])
+    }
+    pub fn with_content(status: ToolStatus, content: Vec<Content>) -> Self {
         Self {
-            status: ToolStatus::Ok,
-            text: text.into(),
+            status,
+            content,
             control: None,
         }
     }
-    pub fn error(text: impl Into<String>) -> Self {
-        Self {
-            status: ToolStatus::Error,
-            text: text.into(),
-            control: None,
+
+    /// What the model sees and the events show: the blocks in order, one per line.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self.content.as_slice() {
+            [Content::Text(t)] => Cow::Borrowed(t),
+            blocks => {
+                let mut out = String::new();
+                for (i, b) in blocks.iter().enumerate() {
+                    if i > 0 {
+                        out.push('\n');
+                    }
+                    b.render(&mut out);
+                }
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// [`ToolOutput::text`], without copying the common single text block.
+    pub fn into_text(mut self) -> String {
+        match self.content.as_mut_slice() {
+            [Content::Text(t)] => std::mem::take(t),
+            _ => self.text().into_owned(),
         }
     }
 }
@@ -107,46 +175,47 @@ impl ToolContext {
 }
 
 pub trait Tool: Send + Sync {
+    /// The name the model calls it by (the same as `spec().name`, without building the spec).
+    fn name(&self) -> &str;
     fn spec(&self) -> ToolSpec;
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
 }
 
 pub type ToolBox = Vec<Arc<dyn Tool>>;
 
-/// Reads a required string argument, or says which one is missing.
-pub fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolOutput> {
-    args.get(key).and_then(Value::as_str).ok_or_else(|| {
-        ToolOutput::error(format!("Error: missing required string argument '{key}'"))
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub fn arg_opt_str<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str)
-}
-
-pub fn arg_bool(args: &Value, key: &str, default: bool) -> bool {
-    args.get(key).and_then(Value::as_bool).unwrap_or(default)
-}
-
-pub fn arg_u64(args: &Value, key: &str) -> Option<u64> {
-    args.get(key).and_then(|v| {
-        v.as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-    })
-}
-
-/// The file, search and (when allowed) shell tools every agent may get.
-pub fn standard_tools(allow_bash: bool) -> ToolBox {
-    let mut tools: ToolBox = vec![
-        Arc::new(fs::LsTool),
-        Arc::new(fs::ReadFileTool),
-        Arc::new(fs::WriteFileTool),
-        Arc::new(fs::StrReplaceTool),
-        Arc::new(search::GlobTool),
-        Arc::new(search::GrepTool),
-    ];
-    if allow_bash {
-        tools.push(Arc::new(bash::BashTool));
+    #[test]
+    fn one_text_block_is_the_text_as_it_is() {
+        let out = ToolOutput::ok("a\nb");
+        assert!(matches!(out.text(), Cow::Borrowed("a\nb")));
+        assert_eq!(out.into_text(), "a\nb");
+        assert_eq!(ToolOutput::error("").text(), "");
     }
-    tools
+
+    #[test]
+    fn blocks_are_rendered_one_per_line_with_media_described() {
+        let out = ToolOutput::with_content(
+            ToolStatus::Ok,
+            vec![
+                Content::Text("chart below".into()),
+                Content::Media(Media {
+                    kind: "image".into(),
+                    mime_type: Some("image/png".into()),
+                    description: "12345 bytes".into(),
+                }),
+                Content::Media(Media {
+                    kind: "resource".into(),
+                    mime_type: None,
+                    description: String::new(),
+                }),
+            ],
+        );
+        let want = "chart below\n[image: image/png] 12345 bytes\n[resource]";
+        assert_eq!(out.text(), want);
+        assert_eq!(out.into_text(), want);
+        assert_eq!(ToolOutput::with_content(ToolStatus::Ok, vec![]).text(), "");
+    }
 }

@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::fs::{arg_opt_count, decode_text, resolve, IGNORED_DIRS};
-use super::{arg_bool, arg_opt_str, arg_str, Tool, ToolContext, ToolOutput};
+use super::args::{lenient, spec, with_args, Count};
+use super::fs::{decode_text, resolve, IGNORED_DIRS};
+use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::{Access, Workspace};
 
@@ -37,8 +40,8 @@ fn walk(root: &Path) -> impl Iterator<Item = ignore::DirEntry> {
 }
 
 /// Resolves an optional search root (default: the workspace).
-fn search_root(ctx: &ToolContext, args: &Value) -> Result<PathBuf, ToolOutput> {
-    let abs = resolve(ctx, arg_opt_str(args, "path").unwrap_or("."), Access::Read)?;
+fn search_root(ctx: &ToolContext, path: Option<&str>) -> Result<PathBuf, ToolOutput> {
+    let abs = resolve(ctx, path.unwrap_or("."), Access::Read)?;
     if !abs.exists() {
         let shown = ctx.workspace.display_path(&abs);
         return Err(ToolOutput::error(format!("Error: path not found: {shown}")));
@@ -47,12 +50,10 @@ fn search_root(ctx: &ToolContext, args: &Value) -> Result<PathBuf, ToolOutput> {
 }
 
 /// `max_results`, defaulted and capped.
-fn max_results(args: &Value, default: u64, cap: u64) -> Result<usize, ToolOutput> {
-    let n = arg_opt_count(args, "max_results")?
-        .unwrap_or(default)
-        .clamp(1, cap);
+fn max_results(given: Option<Count>, default: u64, cap: u64) -> usize {
+    let n = given.map_or(default, |c| c.0).clamp(1, cap);
     // `n` is at most `cap` (≤ 1000), so it fits any usize.
-    Ok(n as usize)
+    n as usize
 }
 
 /// Runs blocking filesystem work off the async threads.
@@ -73,42 +74,51 @@ where
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
+/// `glob`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GlobArgs {
+    /// Glob pattern, e.g. '**/*.rs', 'src/*.md', 'docs/**'.
+    pub pattern: String,
+    /// Directory to search. Defaults to the workspace root.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub path: Option<String>,
+    /// Also return matching directories (shown ending in '/'). Default false.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub include_dirs: bool,
+    /// Most paths to return. Default 200, at most 1000.
+    #[schemars(range(min = 1, max = GLOB_CAP), extend("default" = GLOB_DEFAULT_MAX))]
+    pub max_results: Option<Count>,
+}
+
 impl Tool for GlobTool {
+    fn name(&self) -> &str {
+        "glob"
+    }
+
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "glob".into(),
-            description: "Find files whose path (relative to the search directory) matches a glob \
-                          pattern. '*' matches within one path component and '**' across \
-                          directories: use '**/*.py' to search all subdirectories. Results are \
-                          sorted workspace-relative paths. Skips .git, node_modules, target, \
-                          __pycache__ and .venv; does not follow symlinks."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, e.g. '**/*.rs', 'src/*.md', 'docs/**'."},
-                    "path": {"type": "string", "description": "Directory to search. Defaults to the workspace root."},
-                    "include_dirs": {"type": "boolean", "description": "Also return matching directories (shown ending in '/'). Default false.", "default": false},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": GLOB_CAP, "description": "Most paths to return. Default 200, at most 1000.", "default": GLOB_DEFAULT_MAX}
-                },
-                "required": ["pattern"]
-            }),
-        }
+        spec::<GlobArgs>(
+            "glob",
+            "Find files whose path (relative to the search directory) matches a glob \
+             pattern. '*' matches within one path component and '**' across \
+             directories: use '**/*.py' to search all subdirectories. Results are \
+             sorted workspace-relative paths. Skips .git, node_modules, target, \
+             __pycache__ and .venv; does not follow symlinks.",
+        )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
+        with_args(args, move |args: GlobArgs| async move {
             let prepared = (|| {
                 // Paths are matched relative to the search root, so a leading "./" means nothing.
-                let pattern = arg_str(&args, "pattern")?.trim_start_matches("./");
+                let pattern = args.pattern.trim_start_matches("./");
                 let matcher = GlobBuilder::new(pattern)
                     .literal_separator(true)
                     .build()
                     .map_err(|e| ToolOutput::error(format!("Error: invalid glob pattern: {e}")))?
                     .compile_matcher();
-                let root = search_root(ctx, &args)?;
-                let max = max_results(&args, GLOB_DEFAULT_MAX, GLOB_CAP)?;
-                Ok::<_, ToolOutput>((matcher, root, max, arg_bool(&args, "include_dirs", false)))
+                let root = search_root(ctx, args.path.as_deref())?;
+                let max = max_results(args.max_results, GLOB_DEFAULT_MAX, GLOB_CAP);
+                Ok::<_, ToolOutput>((matcher, root, max, args.include_dirs))
             })();
             let (matcher, root, max, include_dirs) = match prepared {
                 Ok(p) => p,
@@ -168,34 +178,48 @@ fn glob_paths(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
+/// `grep`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GrepArgs {
+    /// Regular expression to search for (or plain text with literal=true).
+    pub pattern: String,
+    /// File or directory to search. Defaults to the workspace root.
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub path: Option<String>,
+    /// Only search files matching this glob, e.g. '*.py' (matched against the file name) or
+    /// 'src/**/*.rs' (matched against the path under the search directory).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub glob: Option<String>,
+    /// Treat pattern as plain text, not a regex. Default false.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub literal: bool,
+    /// Match case exactly. Default false.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub case_sensitive: bool,
+    /// Most matching lines to return. Default 100, at most 500.
+    #[schemars(range(min = 1, max = GREP_CAP), extend("default" = GREP_DEFAULT_MAX))]
+    pub max_results: Option<Count>,
+}
+
 impl Tool for GrepTool {
+    fn name(&self) -> &str {
+        "grep"
+    }
+
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "grep".into(),
-            description: "Search file contents for a regular expression (Rust regex syntax). Prints \
-                          matching lines as 'path:line: text' with workspace-relative paths. Case \
-                          insensitive unless case_sensitive is true. Skips binary files, files over \
-                          1 MB (listed at the end), and .git, node_modules, target, \
-                          __pycache__, .venv."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression to search for (or plain text with literal=true)."},
-                    "path": {"type": "string", "description": "File or directory to search. Defaults to the workspace root."},
-                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. '*.py' (matched against the file name) or 'src/**/*.rs' (matched against the path under the search directory)."},
-                    "literal": {"type": "boolean", "description": "Treat pattern as plain text, not a regex. Default false.", "default": false},
-                    "case_sensitive": {"type": "boolean", "description": "Match case exactly. Default false.", "default": false},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": GREP_CAP, "description": "Most matching lines to return. Default 100, at most 500.", "default": GREP_DEFAULT_MAX}
-                },
-                "required": ["pattern"]
-            }),
-        }
+        spec::<GrepArgs>(
+            "grep",
+            "Search file contents for a regular expression (Rust regex syntax). Prints \
+             matching lines as 'path:line: text' with workspace-relative paths. Case \
+             insensitive unless case_sensitive is true. Skips binary files, files over \
+             1 MB (listed at the end), and .git, node_modules, target, \
+             __pycache__, .venv.",
+        )
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let query = match GrepQuery::from_args(&args, ctx) {
+        with_args(args, move |args: GrepArgs| async move {
+            let query = match GrepQuery::from_args(args, ctx) {
                 Ok(q) => q,
                 Err(e) => return e,
             };
@@ -215,18 +239,18 @@ struct GrepQuery {
 }
 
 impl GrepQuery {
-    fn from_args(args: &Value, ctx: &ToolContext) -> Result<GrepQuery, ToolOutput> {
-        let pattern = arg_str(args, "pattern")?.to_string();
-        let source = if arg_bool(args, "literal", false) {
+    fn from_args(args: GrepArgs, ctx: &ToolContext) -> Result<GrepQuery, ToolOutput> {
+        let pattern = args.pattern;
+        let source = if args.literal {
             regex::escape(&pattern)
         } else {
             pattern.clone()
         };
         let regex = RegexBuilder::new(&source)
-            .case_insensitive(!arg_bool(args, "case_sensitive", false))
+            .case_insensitive(!args.case_sensitive)
             .build()
             .map_err(|e| ToolOutput::error(format!("Error: invalid regex: {e}")))?;
-        let filter = match arg_opt_str(args, "glob").filter(|g| !g.is_empty()) {
+        let filter = match args.glob.as_deref().filter(|g| !g.is_empty()) {
             None => None,
             Some(g) => {
                 let glob = Glob::new(g)
@@ -234,8 +258,8 @@ impl GrepQuery {
                 Some((glob.compile_matcher(), !g.contains('/')))
             }
         };
-        let root = search_root(ctx, args)?;
-        let max = max_results(args, GREP_DEFAULT_MAX, GREP_CAP)?;
+        let root = search_root(ctx, args.path.as_deref())?;
+        let max = max_results(args.max_results, GREP_DEFAULT_MAX, GREP_CAP);
         Ok(GrepQuery {
             pattern,
             regex,
@@ -405,6 +429,7 @@ mod tests {
     use super::*;
     use crate::tools::fs::tests::{ctx, run};
     use crate::tools::ToolStatus::{Error as E, Ok as O};
+    use serde_json::json;
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -575,5 +600,30 @@ mod tests {
         let line = "é".repeat(250);
         assert_eq!(clip_line(&line), format!("{}...", "é".repeat(200)));
         assert_eq!(clip_line("short\r"), "short");
+    }
+
+    #[test]
+    fn schemas_match_what_the_argument_types_accept() {
+        use crate::tools::args::assert_schema_matches;
+        assert_schema_matches::<GlobArgs>(
+            &["pattern"],
+            json!({"pattern": "*", "path": ".", "include_dirs": true, "max_results": 5}),
+        );
+        assert_schema_matches::<GrepArgs>(
+            &["pattern"],
+            json!({"pattern": "x", "path": ".", "glob": "*.rs", "literal": true,
+                   "case_sensitive": true, "max_results": "5"}),
+        );
+        assert_eq!(
+            GlobTool.spec().parameters["properties"]["max_results"],
+            json!({"type": "integer", "minimum": 1, "maximum": GLOB_CAP,
+                   "description": "Most paths to return. Default 200, at most 1000.",
+                   "default": GLOB_DEFAULT_MAX})
+        );
+        assert_eq!(
+            GrepTool.spec().parameters["properties"]["glob"]["description"],
+            "Only search files matching this glob, e.g. '*.py' (matched against the file name) \
+             or 'src/**/*.rs' (matched against the path under the search directory)."
+        );
     }
 }
