@@ -139,6 +139,11 @@ impl Cut<'_> {
     }
 }
 
+/// The first `max` characters of `text`, `…` marking a cut (labels, error excerpts).
+pub fn clip(text: &str, max: usize) -> String {
+    cut(text, max, Keep::Head).marked_with("…")
+}
+
 /// The byte offset of the `n`-th char (or the end), so slicing never splits a character.
 fn byte_at_char(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
@@ -198,7 +203,20 @@ mod tests {
             cut("abc", 4, Keep::Middle).marked(2),
             "a\n... [2 characters truncated] ...\nbc"
         );
+        assert_eq!(
+            cut("ééééé", 3, Keep::Middle).marked(0),
+            "é\n... [2 characters truncated] ...\néé"
+        );
+        assert_eq!(
+            cut("abcd", 4, Keep::Middle).marked(10),
+            "ab\n... [10 characters truncated] ...\ncd"
+        );
+        assert_eq!(
+            cut("héllo", 2, Keep::Head).marked(0),
+            "hé\n... [3 characters truncated] ..."
+        );
         assert_eq!(cut("abcdef", 3, Keep::Head).marked_with("…"), "abc…");
+        assert_eq!(clip("abcdef", 3), "abc…");
         assert_eq!(cut("abc", 3, Keep::Head).marked_with("…"), "abc");
     }
 }

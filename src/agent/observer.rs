@@ -56,8 +56,6 @@ impl Observer for LeadObserver {
 
 /// The first `max` characters of `s`, and whether anything was cut.
 pub fn cap_chars(s: &str, max: usize) -> (String, bool) {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => (s[..i].to_string(), true),
-        None => (s.to_string(), false),
-    }
+    let c = crate::text::cut(s, max, crate::text::Keep::Head);
+    (c.plain(), c.is_cut())
 }

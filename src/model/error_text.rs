@@ -99,13 +99,7 @@ fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Cuts `text` to `max` characters, marking the cut with `…`.
-pub fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}…", &text[..at]),
-    }
-}
+pub use crate::text::clip;
 
 /// Replaces the API key wherever it appears in an error's message: servers sometimes echo
 /// request headers back, and error messages end up in logs and event streams.

@@ -138,13 +138,7 @@ fn idle_timeout(provider: &str, idle: Duration) -> ModelError {
 
 /// `120`, `0.5`: seconds as a person would write them.
 pub fn fmt_secs(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs.fract() == 0.0 {
-        format!("{secs:.0}")
-    } else {
-        let text = format!("{secs:.3}");
-        text.trim_end_matches('0').to_string()
-    }
+    crate::text::secs(d.as_secs_f64())
 }
 
 /// The HTTP client of one provider instance. Only the connect timeout lives here: the

@@ -18,7 +18,6 @@ use tokio::process::Command;
 use tokio::task::JoinHandle;
 
 use super::args::{lenient, spec, with_args};
-use super::fs::truncate_middle_counted;
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::process::kill_group;
@@ -182,7 +181,8 @@ fn finish(
         End::Exited(status) => exit_code(*status),
         _ => 0,
     };
-    let body = truncate_middle_counted(&compose(&out, &err, code), max, out_cut + err_cut);
+    let body = crate::text::cut(&compose(&out, &err, code), max, crate::text::Keep::Middle)
+        .marked(out_cut + err_cut);
     match end {
         End::Exited(_) => ToolOutput::ok(body),
         End::TimedOut => ToolOutput::error(format!(

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::args::{lenient, spec, with_args, Count};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
+use crate::text::{cut, Keep};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::paths::OUTSIDE;
 use crate::workspace::Access;
@@ -24,45 +25,6 @@ const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
-
-/// The byte offset of the `n`-th char (or the end), so slicing never splits a character.
-fn byte_at_char(text: &str, n: usize) -> usize {
-    text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
-}
-
-/// Keeps the first `max_chars` characters and says how many were cut after them.
-pub fn truncate_head(text: &str, max_chars: usize) -> String {
-    let total = text.chars().count();
-    if total <= max_chars {
-        return text.to_string();
-    }
-    let kept = &text[..byte_at_char(text, max_chars)];
-    format!(
-        "{kept}\n... [{} characters truncated] ...",
-        total - max_chars
-    )
-}
-
-/// Keeps the head and tail (`max_chars` in all) and puts a marker with the cut count between.
-pub fn truncate_middle(text: &str, max_chars: usize) -> String {
-    truncate_middle_counted(text, max_chars, 0)
-}
-
-/// [`truncate_middle`] for text that already lost `already_cut` characters from its middle
-/// (a capped capture buffer); they are added to the marker's count.
-pub fn truncate_middle_counted(text: &str, max_chars: usize, already_cut: usize) -> String {
-    let total = text.chars().count();
-    if total <= max_chars && already_cut == 0 {
-        return text.to_string();
-    }
-    let keep = max_chars.min(total);
-    let head_chars = keep / 2;
-    let tail_chars = keep - head_chars;
-    let head = &text[..byte_at_char(text, head_chars)];
-    let tail = &text[byte_at_char(text, total - tail_chars)..];
-    let cut = total - keep + already_cut;
-    format!("{head}\n... [{cut} characters truncated] ...\n{tail}")
-}
 
 /// Resolves a path argument; the workspace's refusal becomes the tool's error output.
 pub(crate) fn resolve(
@@ -300,7 +262,7 @@ impl Tool for LsTool {
             let max = ctx.limits.ls_output_max_chars;
             let listed = tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws)).await;
             match listed {
-                Ok(Ok(text)) => ToolOutput::ok(truncate_head(&text, max)),
+                Ok(Ok(text)) => ToolOutput::ok(cut(&text, max, Keep::Head).marked(0)),
                 Ok(Err(msg)) => ToolOutput::error(msg),
                 Err(e) => ToolOutput::error(format!("Error: ls failed: {e}")),
             }
@@ -414,10 +376,9 @@ async fn read_file(args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, 
     if body.is_empty() {
         return Ok(ToolOutput::ok("(empty file)"));
     }
-    Ok(ToolOutput::ok(truncate_head(
-        &body,
-        ctx.limits.read_file_output_max_chars,
-    )))
+    Ok(ToolOutput::ok(
+        cut(&body, ctx.limits.read_file_output_max_chars, Keep::Head).marked(0),
+    ))
 }
 
 /// The lines `start..=end` (1-based), or why the range is bad. `end` past the file is clamped.
@@ -592,32 +553,6 @@ pub(crate) mod tests {
     }
 
     use ToolStatus::{Error as E, Ok as O};
-
-    #[test]
-    fn truncation_markers() {
-        assert_eq!(truncate_head("hello", 5), "hello");
-        assert_eq!(
-            truncate_head("hello world", 5),
-            "hello\n... [6 characters truncated] ..."
-        );
-        assert_eq!(
-            truncate_head("héllo", 2),
-            "hé\n... [3 characters truncated] ..."
-        );
-        assert_eq!(truncate_middle("abcdef", 6), "abcdef");
-        assert_eq!(
-            truncate_middle("abcdefghij", 4),
-            "ab\n... [6 characters truncated] ...\nij"
-        );
-        assert_eq!(
-            truncate_middle("ééééé", 3),
-            "é\n... [2 characters truncated] ...\néé"
-        );
-        assert_eq!(
-            truncate_middle_counted("abcd", 4, 10),
-            "ab\n... [10 characters truncated] ...\ncd"
-        );
-    }
 
     #[tokio::test]
     async fn ls_table() {

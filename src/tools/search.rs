@@ -418,10 +418,7 @@ fn read_searchable(path: &Path) -> Searchable {
 
 fn clip_line(line: &str) -> String {
     let line = line.trim_end_matches('\r');
-    match line.char_indices().nth(GREP_LINE_CHARS) {
-        Some((i, _)) => format!("{}...", &line[..i]),
-        None => line.to_string(),
-    }
+    crate::text::cut(line, GREP_LINE_CHARS, crate::text::Keep::Head).marked_with("...")
 }
 
 #[cfg(test)]

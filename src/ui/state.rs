@@ -394,10 +394,7 @@ pub fn short(s: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    match one_line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
+    crate::text::clip(&one_line, max)
 }
 
 #[cfg(test)]
