@@ -5,6 +5,7 @@ mod agents;
 pub mod args;
 mod config_cmd;
 mod docs;
+pub mod error;
 mod run;
 
 use clap::error::ErrorKind;
@@ -13,7 +14,7 @@ use clap::Parser;
 pub use args::Cli;
 use args::Command;
 
-use crate::outcome::{EXIT_CONFIG, EXIT_OK, EXIT_USAGE};
+use crate::outcome::EXIT_OK;
 
 /// Parses the command line and runs the command; returns the exit code.
 pub async fn main() -> i32 {
@@ -89,11 +90,7 @@ fn missing_subcommand(help: &str) -> String {
 
 /// One line on stderr, exit 2.
 pub fn usage_error(msg: &str) -> i32 {
-    crate::logging::stderr_line(&format!(
-        "deerflow: usage error: {} (see deerflow --help)",
-        crate::text::escape_controls(msg)
-    ));
-    EXIT_USAGE
+    error::usage_line(msg)
 }
 
 /// A non-fatal note outside a run: one line on stderr.
@@ -133,10 +130,5 @@ pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
 /// One line on stderr, exit 78.
 pub fn config_error(e: &crate::config::ConfigError) -> i32 {
     let msg = e.to_string();
-    let msg = msg.trim_start_matches("config error: ");
-    crate::logging::stderr_line(&format!(
-        "deerflow: config error: {}",
-        crate::text::escape_controls(&msg.replace('\n', " "))
-    ));
-    EXIT_CONFIG
+    error::config_line(msg.trim_start_matches("config error: "))
 }

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::args::{ColorChoice, RunArgs};
-use super::{config_error, tool_name_warnings, usage_error};
+use anyhow::{Context, Result};
+
+use super::error::{self, usage};
+use super::tool_name_warnings;
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::ModelInfo;
@@ -20,29 +23,17 @@ use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::Workspace;
 
-/// A problem found before the run starts: usage (2) or configuration (78).
-pub enum Early {
-    Usage(String),
-    Config(ConfigError),
-}
-
-impl From<ConfigError> for Early {
-    fn from(e: ConfigError) -> Self {
-        Early::Config(e)
-    }
-}
-
+/// Problems found before the run starts end it here: usage (2) or configuration (78).
 pub async fn run(args: RunArgs, config_path: Option<PathBuf>) -> i32 {
     match prepare(args, config_path) {
         Ok(spec) => crate::run::execute(spec).await,
-        Err(Early::Usage(m)) => usage_error(&m),
-        Err(Early::Config(e)) => config_error(&e),
+        Err(e) => error::report(&e),
     }
 }
 
-fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early> {
+fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let cwd = std::env::current_dir()
-        .map_err(|e| Early::Usage(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
     let (workspace_dir, prompt) = check_usage(&args, &cwd)?;
     let loaded = config::load(&config::LoadOptions {
@@ -87,7 +78,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         None
     };
     let workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
-        Early::Usage(format!(
+        usage(format!(
             "cannot use workspace {}: {e}",
             workspace_dir.display()
         ))
@@ -124,12 +115,12 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
 /// Everything a usage error can come from, before any configuration is read: the
 /// workspace, the output paths, the skills flag and the prompt (stdin last, so nothing is
 /// consumed for a run that cannot start).
-fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String), Early> {
+fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String)> {
     let workspace_dir = workspace_dir(args.workspace.as_deref(), cwd)?;
     check_output_path("--output-last-message", args.output_last_message.as_deref())?;
     check_output_path("--record", args.record.as_deref())?;
     if let Some(dir) = args.skills.as_deref().filter(|d| !cwd.join(d).is_dir()) {
-        return Err(Early::Usage(format!(
+        return Err(usage(format!(
             "--skills {} is not a directory",
             dir.display()
         )));
@@ -157,7 +148,7 @@ fn subagent_setup(
     models: &mut ModelBuilder,
     skills: &[crate::subagent::Skill],
     warnings: &mut Vec<(String, String)>,
-) -> Result<Arc<SubagentSetup>, Early> {
+) -> Result<Arc<SubagentSetup>> {
     let (types, reg_warnings) = effective_types(&cfg.subagents, inputs);
     warnings.extend(
         reg_warnings
@@ -165,9 +156,10 @@ fn subagent_setup(
             .map(|m| ("config_ignored".to_string(), m)),
     );
     for t in &types {
+        // The one line points at the key that named the model.
         models
             .build(&t.model)
-            .map_err(|e| named_by(e, &subagent_model_key(&cfg.subagents, &t.name)))?;
+            .with_context(|| subagent_model_key(&cfg.subagents, &t.name))?;
     }
     let by_name = models
         .built
@@ -191,36 +183,23 @@ fn subagent_model_key(cfg: &config::SubagentsConfig, name: &str) -> String {
     }
 }
 
-/// Prefixes a model error with the key that named the model, so the one line points at it.
-fn named_by(e: Early, key: &str) -> Early {
-    match e {
-        Early::Config(ConfigError::Model(m)) => {
-            Early::Config(ConfigError::Model(format!("{key}: {m}")))
-        }
-        Early::Config(ConfigError::MissingSecret(m)) => {
-            Early::Config(ConfigError::MissingSecret(format!("{key}: {m}")))
-        }
-        other => other,
-    }
-}
-
 /// A file the run will write at its end must be writable before the run starts: finding
 /// out after `run_completed` would leave a pipeline with exit 0 and no file.
-fn check_output_path(flag: &str, path: Option<&Path>) -> Result<(), Early> {
+fn check_output_path(flag: &str, path: Option<&Path>) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
     crate::run::output_file::check(path).map_err(|why| {
         // "-o out is a directory", but "-o out: directory x does not exist".
         let sep = if why.starts_with("is a ") { " " } else { ": " };
-        Early::Usage(format!("{flag} {}{sep}{why}", path.display()))
+        usage(format!("{flag} {}{sep}{why}", path.display()))
     })
 }
 
-fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {
+fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
     let dir = flag
         .map(|d| cwd.join(d))
         .unwrap_or_else(|| cwd.to_path_buf());
     if !dir.is_dir() {
-        return Err(Early::Usage(format!(
+        return Err(usage(format!(
             "workspace {} is not a directory",
             dir.display()
         )));
@@ -230,33 +209,32 @@ fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf, Early> {
 
 /// The prompt from the positional argument, `-p`, `--prompt-file` or stdin. stdin is read
 /// only for `-` or when no prompt is given and stdin is not a terminal.
-fn read_prompt(args: &RunArgs) -> Result<String, Early> {
+fn read_prompt(args: &RunArgs) -> Result<String> {
     let text = match (&args.prompt_arg, &args.prompt, &args.prompt_file) {
         (Some(p), _, _) | (None, Some(p), _) if p != "-" => p.clone(),
         (Some(_), _, _) | (None, Some(_), _) => read_stdin()?,
         (None, None, Some(f)) => std::fs::read_to_string(f)
-            .map_err(|e| Early::Usage(format!("cannot read --prompt-file {}: {e}", f.display())))?,
+            .map_err(|e| usage(format!("cannot read --prompt-file {}: {e}", f.display())))?,
         (None, None, None) => {
             if std::io::stdin().is_terminal() {
-                return Err(Early::Usage(
-                    "no prompt: pass PROMPT, -p TEXT, --prompt-file PATH, or pipe it on stdin"
-                        .into(),
+                return Err(usage(
+                    "no prompt: pass PROMPT, -p TEXT, --prompt-file PATH, or pipe it on stdin",
                 ));
             }
             read_stdin()?
         }
     };
     if text.trim().is_empty() {
-        return Err(Early::Usage("the prompt is empty".into()));
+        return Err(usage("the prompt is empty"));
     }
     Ok(text)
 }
 
-fn read_stdin() -> Result<String, Early> {
+fn read_stdin() -> Result<String> {
     let mut s = String::new();
     std::io::stdin()
         .read_to_string(&mut s)
-        .map_err(|e| Early::Usage(format!("cannot read the prompt from stdin: {e}")))?;
+        .map_err(|e| usage(format!("cannot read the prompt from stdin: {e}")))?;
     Ok(s)
 }
 
@@ -314,14 +292,14 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    fn build(&mut self, name: &str) -> Result<LeadModel, Early> {
+    fn build(&mut self, name: &str) -> Result<LeadModel> {
         if let Some(m) = self.built.get(name) {
             return Ok(m.clone());
         }
         let r = config::resolve_model(self.loaded, name, self.cwd)?;
         // Provider-side problems found here (an unreadable cassette, a client that cannot
         // be built) are configuration errors: nothing has run yet.
-        let mut model = registry::build(&r).map_err(|m| Early::Config(ConfigError::Model(m)))?;
+        let mut model = registry::build(&r).map_err(ConfigError::Model)?;
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));
         }
