@@ -9,7 +9,7 @@ use super::args::{ColorChoice, RunArgs};
 use super::{config_error, usage_error};
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
-use crate::events::ModelInfo;
+use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::anthropic::AnthropicModel;
 use crate::model::openai::OpenAiModel;
 use crate::model::replay::{Cassette, RecordLog, Recorder, ReplayModel};
@@ -105,6 +105,10 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec, Early
         quiet: args.quiet,
         color: use_color(args.color),
         workspace: Arc::new(workspace),
+        sandbox: SandboxInfo {
+            use_: cfg.sandbox.use_.clone(),
+            image: None,
+        },
         limits: Arc::new(sandbox_limits(cfg, allow_bash)),
         loop_limits: loop_limits(cfg),
         max_turns: args.max_turns,

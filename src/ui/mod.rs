@@ -241,6 +241,7 @@ mod tests {
             },
             tasks,
             artifacts: vec![],
+            final_output: None,
         }
     }
 
