@@ -3,28 +3,61 @@
 //! Every part of a run emits `Event`s into one channel; one writer thread stamps `seq`,
 //! `ts` and `run_id` and writes one JSON line per event. It runs on its own OS thread so a
 //! slow or full pipe never stalls a tokio worker.
+//!
+//! The types here are the wire format: their `Serialize` fixes each line's field order and
+//! their `JsonSchema` is what `deerflow schema` prints (src/schema.rs), so the two cannot
+//! drift apart. The schema is generated for serialization: a field is required unless it
+//! has `skip_serializing_if`, so an `Option` without it is required and may be `null`.
+
+mod line;
 
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::usage::{RunUsage, UsageTotals};
 
+pub use line::{stamp, write_line, Stamp};
+
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// `tool_result.status` and a sub-agent tool message's `status`.
+pub const TOOL_STATUSES: &[&str] = &["ok", "error"];
+/// `run_completed.status`.
+pub const RUN_STATUSES: &[&str] = &[
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "needs_clarification",
+    "max_turns",
+    "budget_exceeded",
+];
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct ModelInfo {
     pub name: String,
     pub provider: String,
     pub model: String,
 }
 
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+/// Where tools run (contract §13).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct SandboxInfo {
+    /// The config's `sandbox.use`, normalised (`local`, `confined`, `docker`).
+    #[serde(rename = "use")]
+    pub use_: String,
+    /// The container image when there is one.
+    pub image: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct TaskCounts {
     pub total: u32,
     pub completed: u32,
@@ -33,9 +66,44 @@ pub struct TaskCounts {
     pub cancelled: u32,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One message inside a sub-agent (`task_running.message`).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum TaskMessage {
+    Assistant {
+        text: String,
+        tool_calls: Vec<TaskToolCall>,
+    },
+    Tool {
+        text: String,
+        tool_call_id: String,
+        name: String,
+        #[schemars(schema_with = "tool_status_schema")]
+        status: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct TaskToolCall {
+    pub id: String,
+    pub name: String,
+    #[schemars(with = "Map<String, Value>")]
+    pub arguments: Value,
+}
+
+/// The fields a `model_retry` warning adds.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct RetryInfo {
+    pub attempt: u32,
+    pub delay_ms: u64,
+    /// The HTTP status; `null` for a connection error.
+    pub status: Option<u16>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
+    /// The first line.
     RunStarted {
         schema_version: u32,
         version: String,
@@ -48,30 +116,35 @@ pub enum Event {
         workspace: String,
         subagents_enabled: bool,
         subagent_types: Vec<String>,
+        sandbox: SandboxInfo,
     },
-    Message {
-        role: String,
-        text: String,
-    },
+    /// The lead agent produced text.
+    Message { role: String, text: String },
+    /// The lead agent calls a tool (a `task` call too).
     ToolCall {
         call_id: String,
         name: String,
+        #[schemars(with = "Map<String, Value>")]
         arguments: Value,
     },
+    /// A lead tool returned; `output` is cut at 2000 characters (`truncated`).
     ToolResult {
         call_id: String,
         name: String,
+        #[schemars(schema_with = "tool_status_schema")]
         status: String,
         output: String,
         truncated: bool,
         duration_ms: u64,
     },
+    /// An accepted task waits for a free slot; `position` is 1-based.
     TaskQueued {
         task_id: String,
         description: String,
         subagent_type: String,
         position: u32,
     },
+    /// A sub-agent begins running.
     TaskStarted {
         task_id: String,
         description: String,
@@ -81,12 +154,14 @@ pub enum Event {
         #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
     },
+    /// A new message inside a sub-agent; `usage` is cumulative.
     TaskRunning {
         task_id: String,
         message_index: u32,
-        message: Value,
+        message: TaskMessage,
         usage: UsageTotals,
     },
+    /// Terminal: the sub-agent answered.
     TaskCompleted {
         task_id: String,
         result: String,
@@ -95,6 +170,7 @@ pub enum Event {
         duration_ms: u64,
         stop_reason: Option<String>,
     },
+    /// Terminal: the sub-agent failed.
     TaskFailed {
         task_id: String,
         error: String,
@@ -103,6 +179,7 @@ pub enum Event {
         duration_ms: u64,
         stop_reason: Option<String>,
     },
+    /// Terminal: the sub-agent ran out of time.
     TaskTimedOut {
         task_id: String,
         error: String,
@@ -111,12 +188,14 @@ pub enum Event {
         usage: UsageTotals,
         duration_ms: u64,
     },
+    /// Terminal: the task was cancelled, running or queued.
     TaskCancelled {
         task_id: String,
         error: String,
         usage: UsageTotals,
         duration_ms: u64,
     },
+    /// After every model response; the token fields are `null` when `reported` is false.
     Usage {
         caller: String,
         model: String,
@@ -126,18 +205,31 @@ pub enum Event {
         cache_read_tokens: Option<u64>,
         reported: bool,
     },
+    /// Something worth knowing that did not stop the run.
+    // A retry warning always says which attempt, when, and the status (null or not).
+    #[schemars(extend(
+        "if" = {"properties": {"code": {"const": "model_retry"}}},
+        "then" = {"required": ["attempt", "delay_ms", "status"]}
+    ))]
     Warning {
         code: String,
         message: String,
-        /// Code-specific fields (`model_retry`: attempt, delay_ms, status).
-        #[serde(flatten)]
-        extra: Map<String, Value>,
+        /// `model_retry` only.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        retry: Option<RetryInfo>,
+        /// The MCP server a warning is about (`mcp_server_failed`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "String")]
+        server: Option<String>,
     },
+    /// The lead agent asked the user; the run then ends.
     ClarificationRequested {
         question: String,
         options: Vec<String>,
     },
+    /// Always the last line, exactly once.
     RunCompleted {
+        #[schemars(schema_with = "run_status_schema")]
         status: String,
         exit_code: i32,
         final_message: Option<String>,
@@ -147,7 +239,17 @@ pub enum Event {
         usage: RunUsage,
         tasks: TaskCounts,
         artifacts: Vec<String>,
+        /// The parsed final answer under `--output-schema` (§11); `null` without it.
+        final_output: Option<Value>,
     },
+}
+
+fn tool_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": TOOL_STATUSES })
+}
+
+fn run_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": RUN_STATUSES })
 }
 
 /// Whole seconds print as integers (`1800`, like the error texts say), others as floats.
@@ -170,7 +272,8 @@ impl Event {
         Event::Warning {
             code: code.to_string(),
             message: message.into(),
-            extra: Map::new(),
+            retry: None,
+            server: None,
         }
     }
 
@@ -199,7 +302,8 @@ impl Event {
 #[derive(Debug, Clone)]
 pub struct Envelope {
     pub event: Event,
-    pub task_id: Option<String>,
+    /// Shared by every event of the task: stamping it costs no allocation per event.
+    pub task_id: Option<Arc<str>>,
 }
 
 /// Renders events for a person (the human view); the JSON writer needs none.
@@ -220,7 +324,7 @@ pub trait Renderer: Send {
 #[derive(Clone)]
 pub struct EventSink {
     tx: mpsc::Sender<Envelope>,
-    task_id: Option<String>,
+    task_id: Option<Arc<str>>,
 }
 
 impl EventSink {
@@ -236,7 +340,7 @@ impl EventSink {
     pub fn for_task(&self, task_id: &str) -> Self {
         Self {
             tx: self.tx.clone(),
-            task_id: Some(task_id.to_string()),
+            task_id: Some(task_id.into()),
         }
     }
 }
@@ -327,16 +431,18 @@ fn is_last(env: &Envelope) -> bool {
 
 fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() + Send + Sync)) {
     let stdout = std::io::stdout();
+    let mut buf = Vec::with_capacity(1024);
     let mut seq: u64 = 0;
     let mut closed = false;
     for env in rx {
         let last = is_last(&env);
-        if !closed {
-            let line = stamp(&env, seq, run_id);
+        let stamp = Stamp::now(seq, run_id, env.task_id.as_deref());
+        // Serializing an event cannot fail (string keys only; serde_json writes a
+        // non-finite float as null); were it to, the line is skipped without using a seq.
+        if !closed && write_line(&mut buf, &env.event, &stamp).is_ok() {
             seq += 1;
             let mut out = stdout.lock();
-            let ok = out.write_all(line.as_bytes()).and_then(|_| out.flush());
-            if ok.is_err() {
+            if out.write_all(&buf).and_then(|_| out.flush()).is_err() {
                 // EPIPE (or any write failure): stop writing, tell the run, keep draining.
                 closed = true;
                 on_closed();
@@ -348,35 +454,315 @@ fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() 
     }
 }
 
-/// One NDJSON line: `type`, `seq`, `ts`, `run_id`, then `task_id` and the event's fields.
-pub fn stamp(env: &Envelope, seq: u64, run_id: &str) -> String {
-    let mut obj = Map::new();
-    obj.insert("type".into(), Value::from(env.event.type_name()));
-    obj.insert("seq".into(), Value::from(seq));
-    obj.insert("ts".into(), Value::from(now_rfc3339()));
-    obj.insert("run_id".into(), Value::from(run_id));
-    if let Some(t) = &env.task_id {
-        obj.insert("task_id".into(), Value::from(t.as_str()));
+/// One event of every type, with every optional part filled in one of them and left out
+/// in another, for the serialization and schema tests.
+#[cfg(test)]
+pub(crate) fn samples() -> Vec<Envelope> {
+    use serde_json::json;
+    let usage = UsageTotals {
+        input_tokens: 3,
+        output_tokens: 2,
+        total_tokens: 5,
+    };
+    let lead = |event| Envelope {
+        event,
+        task_id: None,
+    };
+    let inside = |event| Envelope {
+        event,
+        task_id: Some("call_1".into()),
+    };
+    let run_usage = RunUsage {
+        input_tokens: 3,
+        output_tokens: 2,
+        total_tokens: 5,
+        lead: usage,
+        subagents: UsageTotals::default(),
+        by_model: [("gpt".to_string(), usage)].into_iter().collect(),
+        cost_usd: None,
+    };
+    vec![
+        lead(Event::RunStarted {
+            schema_version: SCHEMA_VERSION,
+            version: "0.1.0".into(),
+            model: ModelInfo {
+                name: "gpt".into(),
+                provider: "openai".into(),
+                model: "gpt-4o-mini".into(),
+            },
+            max_concurrent: 3,
+            max_tasks: 16,
+            max_turns: 100,
+            timeout_seconds: None,
+            workspace: "/w".into(),
+            subagents_enabled: true,
+            subagent_types: vec!["general-purpose".into()],
+            sandbox: SandboxInfo {
+                use_: "local".into(),
+                image: None,
+            },
+        }),
+        lead(Event::RunStarted {
+            schema_version: SCHEMA_VERSION,
+            version: "0.1.0".into(),
+            model: ModelInfo {
+                name: "replay:c.json".into(),
+                provider: "replay".into(),
+                model: "c.json".into(),
+            },
+            max_concurrent: 1,
+            max_tasks: 1,
+            max_turns: 1,
+            timeout_seconds: Some(1.5),
+            workspace: "/w".into(),
+            subagents_enabled: false,
+            subagent_types: vec![],
+            sandbox: SandboxInfo {
+                use_: "docker".into(),
+                image: Some("img:1".into()),
+            },
+        }),
+        lead(Event::Message {
+            role: "assistant".into(),
+            text: "hi \"there\"\n".into(),
+        }),
+        lead(Event::ToolCall {
+            call_id: "call_1".into(),
+            name: "task".into(),
+            // Key order is the model's, not sorted.
+            arguments: json!({"z": 1, "a": {"y": [1, 2], "b": null}}),
+        }),
+        lead(Event::ToolResult {
+            call_id: "call_1".into(),
+            name: "task".into(),
+            status: "ok".into(),
+            output: "Task Succeeded. Result: r".into(),
+            truncated: false,
+            duration_ms: 12,
+        }),
+        lead(Event::TaskQueued {
+            task_id: "call_2".into(),
+            description: "d".into(),
+            subagent_type: "general-purpose".into(),
+            position: 1,
+        }),
+        lead(Event::TaskStarted {
+            task_id: "call_1".into(),
+            description: "d".into(),
+            subagent_type: "general-purpose".into(),
+            model: "gpt".into(),
+            max_turns: 150,
+            timeout_seconds: 1800.0,
+        }),
+        inside(Event::TaskRunning {
+            task_id: "call_1".into(),
+            message_index: 1,
+            message: TaskMessage::Assistant {
+                text: String::new(),
+                tool_calls: vec![TaskToolCall {
+                    id: "c1".into(),
+                    name: "ls".into(),
+                    arguments: json!({"path": ".", "depth": 2}),
+                }],
+            },
+            usage,
+        }),
+        inside(Event::TaskRunning {
+            task_id: "call_1".into(),
+            message_index: 2,
+            message: TaskMessage::Tool {
+                text: "a.txt".into(),
+                tool_call_id: "c1".into(),
+                name: "ls".into(),
+                status: "error".into(),
+            },
+            usage,
+        }),
+        lead(Event::TaskCompleted {
+            task_id: "call_1".into(),
+            result: "r".into(),
+            usage,
+            turns: 2,
+            duration_ms: 30,
+            stop_reason: None,
+        }),
+        lead(Event::TaskFailed {
+            task_id: "call_3".into(),
+            error: "e".into(),
+            usage,
+            turns: 1,
+            duration_ms: 30,
+            stop_reason: Some("turn_capped".into()),
+        }),
+        lead(Event::TaskTimedOut {
+            task_id: "call_4".into(),
+            error: "Execution timed out after 0.5 seconds".into(),
+            timeout_seconds: 0.5,
+            usage,
+            duration_ms: 500,
+        }),
+        lead(Event::TaskCancelled {
+            task_id: "call_5".into(),
+            error: "Run timed out after 1 seconds".into(),
+            usage,
+            duration_ms: 3,
+        }),
+        inside(Event::Usage {
+            caller: "subagent:general-purpose".into(),
+            model: "gpt".into(),
+            input_tokens: Some(3),
+            output_tokens: Some(2),
+            total_tokens: Some(5),
+            cache_read_tokens: None,
+            reported: true,
+        }),
+        lead(Event::Usage {
+            caller: "lead".into(),
+            model: "gpt".into(),
+            input_tokens: None,
+            output_tokens: None,
+            total_tokens: None,
+            cache_read_tokens: None,
+            reported: false,
+        }),
+        lead(Event::warning("task_limit", "refused")),
+        inside(Event::Warning {
+            code: "model_retry".into(),
+            message: "connection reset; retry 1 in 500 ms".into(),
+            retry: Some(RetryInfo {
+                attempt: 1,
+                delay_ms: 500,
+                status: None,
+            }),
+            server: None,
+        }),
+        lead(Event::Warning {
+            code: "model_retry".into(),
+            message: "HTTP 429; retry 2 in 1000 ms".into(),
+            retry: Some(RetryInfo {
+                attempt: 2,
+                delay_ms: 1000,
+                status: Some(429),
+            }),
+            server: None,
+        }),
+        lead(Event::Warning {
+            code: "mcp_server_failed".into(),
+            message: "fs: exited".into(),
+            retry: None,
+            server: Some("fs".into()),
+        }),
+        lead(Event::ClarificationRequested {
+            question: "which?".into(),
+            options: vec!["a".into(), "b".into()],
+        }),
+        lead(Event::RunCompleted {
+            status: "completed".into(),
+            exit_code: 0,
+            final_message: Some("done".into()),
+            error: None,
+            duration_ms: 40,
+            turns: 2,
+            usage: run_usage.clone(),
+            tasks: TaskCounts {
+                total: 1,
+                completed: 1,
+                ..TaskCounts::default()
+            },
+            artifacts: vec!["out.md".into()],
+            final_output: None,
+        }),
+        lead(Event::RunCompleted {
+            status: "budget_exceeded".into(),
+            exit_code: 8,
+            final_message: None,
+            error: Some("Token budget exceeded".into()),
+            duration_ms: 40,
+            turns: 2,
+            usage: RunUsage {
+                cost_usd: Some(0.25),
+                ..run_usage
+            },
+            tasks: TaskCounts::default(),
+            artifacts: vec![],
+            final_output: Some(json!({"answer": 42})),
+        }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    fn fixed_stamp<'a>(seq: u64, env: &'a Envelope) -> Stamp<'a> {
+        Stamp {
+            seq,
+            ts: humantime::format_rfc3339_millis(
+                SystemTime::UNIX_EPOCH + Duration::from_millis(1_790_000_000_123),
+            ),
+            run_id: "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+            task_id: env.task_id.as_deref(),
+        }
     }
-    if let Ok(Value::Object(fields)) = serde_json::to_value(&env.event) {
+
+    fn line(seq: u64, env: &Envelope) -> String {
+        let mut buf = Vec::new();
+        write_line(&mut buf, &env.event, &fixed_stamp(seq, env)).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    /// How lines were built before they were streamed: a `Map` of the envelope, then the
+    /// event's fields without its tag, inserted in order (a repeated key keeps its first
+    /// place and takes the later value).
+    fn line_via_map(seq: u64, env: &Envelope) -> String {
+        let stamp = fixed_stamp(seq, env);
+        let mut obj = Map::new();
+        obj.insert("type".into(), Value::from(env.event.type_name()));
+        obj.insert("seq".into(), Value::from(seq));
+        obj.insert("ts".into(), Value::from(stamp.ts.to_string()));
+        obj.insert("run_id".into(), Value::from(stamp.run_id));
+        if let Some(t) = &env.task_id {
+            obj.insert("task_id".into(), Value::from(&**t));
+        }
+        let Value::Object(fields) = serde_json::to_value(&env.event).unwrap() else {
+            panic!("not an object")
+        };
         for (k, v) in fields {
             if k != "type" {
                 obj.insert(k, v);
             }
         }
+        format!("{}\n", Value::Object(obj))
     }
-    let mut line = Value::Object(obj).to_string();
-    line.push('\n');
-    line
-}
 
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
+    #[test]
+    fn streamed_lines_equal_the_map_built_lines_byte_for_byte() {
+        for (seq, env) in samples().iter().enumerate() {
+            assert_eq!(line(seq as u64, env), line_via_map(seq as u64, env));
+        }
+    }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    #[test]
+    fn every_line_starts_with_the_envelope_in_order() {
+        for (seq, env) in samples().iter().enumerate() {
+            let l = line(seq as u64, env);
+            let head = format!(
+                r#"{{"type":"{}","seq":{seq},"ts":"2026-09-21T14:13:20.123Z","run_id":"0f1e2d3c4b5a69788796a5b4c3d2e1f0""#,
+                env.event.type_name()
+            );
+            assert!(l.starts_with(&head), "{l}");
+            assert!(l.ends_with("}\n") && l.matches('\n').count() == 1, "{l}");
+            assert!(
+                l.matches(r#""task_id":"#).count() <= 1,
+                "task_id twice: {l}"
+            );
+            if env.task_id.is_some() {
+                assert!(l[head.len()..].starts_with(r#","task_id":"call_1""#), "{l}");
+            }
+        }
+    }
 
     #[test]
     fn stamped_line_has_envelope_fields_first() {
@@ -398,21 +784,55 @@ mod tests {
     }
 
     #[test]
-    fn warning_extra_fields_are_flattened() {
-        let mut extra = Map::new();
-        extra.insert("attempt".into(), Value::from(1));
-        extra.insert("status".into(), Value::Null);
+    fn retry_fields_follow_the_message_and_status_stays_as_null() {
         let env = Envelope {
             event: Event::Warning {
                 code: "model_retry".into(),
                 message: "m".into(),
-                extra,
+                retry: Some(RetryInfo {
+                    attempt: 1,
+                    delay_ms: 500,
+                    status: None,
+                }),
+                server: None,
             },
             task_id: None,
         };
-        let v: Value = serde_json::from_str(&stamp(&env, 0, "r")).unwrap();
-        assert_eq!(v["attempt"], 1);
-        assert!(v["status"].is_null());
-        assert!(v.get("extra").is_none());
+        let l = line(0, &env);
+        assert!(
+            l.ends_with(concat!(
+                r#","code":"model_retry","message":"m","attempt":1,"delay_ms":500,"status":null}"#,
+                "\n"
+            )),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn a_plain_warning_has_only_code_and_message() {
+        let l = line(
+            0,
+            &Envelope {
+                event: Event::warning("budget", "80% spent"),
+                task_id: None,
+            },
+        );
+        assert!(
+            l.ends_with(concat!(r#","code":"budget","message":"80% spent"}"#, "\n")),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn tool_arguments_keep_the_models_key_order() {
+        let env = &samples()[3];
+        assert!(line(0, env).contains(r#""arguments":{"z":1,"a":{"y":[1,2],"b":null}}"#));
+    }
+
+    #[test]
+    fn samples_cover_every_event_type() {
+        let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
+        names.dedup();
+        assert_eq!(names.len(), 15, "{names:?}");
     }
 }

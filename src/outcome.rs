@@ -92,6 +92,22 @@ pub fn status_for_cause(cause: StopCause) -> RunStatus {
 mod tests {
     use super::*;
 
+    /// `deerflow schema` lists the statuses by name (events::RUN_STATUSES).
+    #[test]
+    fn every_status_is_in_the_event_schema() {
+        let all = [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+            RunStatus::TimedOut,
+            RunStatus::NeedsClarification,
+            RunStatus::MaxTurns,
+            RunStatus::BudgetExceeded,
+        ];
+        let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names, crate::events::RUN_STATUSES);
+    }
+
     fn tasks(failed: u32, timed_out: u32, cancelled: u32) -> TaskCounts {
         TaskCounts {
             total: failed + timed_out + cancelled,

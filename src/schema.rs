@@ -1,234 +1,196 @@
-//! The JSON Schema of the event stream (`deerflow schema`), schema_version 1. Every line
-//! `--json` prints validates against it; the integration tests check that.
+//! The JSON Schema of the event stream (`deerflow schema`), schema_version 1, generated
+//! from the types in `events`: one `oneOf` branch per `Event` variant, selected by its
+//! `type`, plus the envelope (`Stamp`) every line carries. It is written for the
+//! serializing side: a field is required unless it may be left out of a line. Unknown
+//! fields are allowed everywhere, because fields are added over time. The committed copy
+//! (schema/events.schema.json) is checked against it by the tests.
 
+use schemars::generate::SchemaSettings;
+use schemars::transform::RecursiveTransform;
+use schemars::Schema;
 use serde_json::{json, Map, Value};
 
-const ENVELOPE: &[(&str, &str)] = &[
-    ("type", "string"),
-    ("seq", "integer"),
-    ("ts", "string"),
-    ("run_id", "string"),
-];
+use crate::events::{Event, Stamp};
 
-/// (event type, required fields with their type) — the type names map to schemas below.
-const EVENTS: &[(&str, &[(&str, &str)])] = &[
-    (
-        "run_started",
-        &[
-            ("schema_version", "integer"),
-            ("version", "string"),
-            ("model", "model"),
-            ("max_concurrent", "integer"),
-            ("max_tasks", "integer"),
-            ("max_turns", "integer"),
-            ("timeout_seconds", "number?"),
-            ("workspace", "string"),
-            ("subagents_enabled", "boolean"),
-            ("subagent_types", "strings"),
-        ],
-    ),
-    ("message", &[("role", "string"), ("text", "string")]),
-    (
-        "tool_call",
-        &[
-            ("call_id", "string"),
-            ("name", "string"),
-            ("arguments", "object"),
-        ],
-    ),
-    (
-        "tool_result",
-        &[
-            ("call_id", "string"),
-            ("name", "string"),
-            ("status", "status"),
-            ("output", "string"),
-            ("truncated", "boolean"),
-            ("duration_ms", "integer"),
-        ],
-    ),
-    (
-        "task_queued",
-        &[
-            ("task_id", "string"),
-            ("description", "string"),
-            ("subagent_type", "string"),
-            ("position", "integer"),
-        ],
-    ),
-    (
-        "task_started",
-        &[
-            ("task_id", "string"),
-            ("description", "string"),
-            ("subagent_type", "string"),
-            ("model", "string"),
-            ("max_turns", "integer"),
-            ("timeout_seconds", "number"),
-        ],
-    ),
-    (
-        "task_running",
-        &[
-            ("task_id", "string"),
-            ("message_index", "integer"),
-            ("message", "object"),
-            ("usage", "usage"),
-        ],
-    ),
-    (
-        "task_completed",
-        &[
-            ("task_id", "string"),
-            ("result", "string"),
-            ("usage", "usage"),
-            ("turns", "integer"),
-            ("duration_ms", "integer"),
-            ("stop_reason", "string?"),
-        ],
-    ),
-    (
-        "task_failed",
-        &[
-            ("task_id", "string"),
-            ("error", "string"),
-            ("usage", "usage"),
-            ("turns", "integer"),
-            ("duration_ms", "integer"),
-            ("stop_reason", "string?"),
-        ],
-    ),
-    (
-        "task_timed_out",
-        &[
-            ("task_id", "string"),
-            ("error", "string"),
-            ("timeout_seconds", "number"),
-            ("usage", "usage"),
-            ("duration_ms", "integer"),
-        ],
-    ),
-    (
-        "task_cancelled",
-        &[
-            ("task_id", "string"),
-            ("error", "string"),
-            ("usage", "usage"),
-            ("duration_ms", "integer"),
-        ],
-    ),
-    (
-        "usage",
-        &[
-            ("caller", "string"),
-            ("model", "string"),
-            ("input_tokens", "integer?"),
-            ("output_tokens", "integer?"),
-            ("total_tokens", "integer?"),
-            ("cache_read_tokens", "integer?"),
-            ("reported", "boolean"),
-        ],
-    ),
-    ("warning", &[("code", "string"), ("message", "string")]),
-    (
-        "clarification_requested",
-        &[("question", "string"), ("options", "strings")],
-    ),
-    (
-        "run_completed",
-        &[
-            ("status", "run_status"),
-            ("exit_code", "integer"),
-            ("final_message", "string?"),
-            ("error", "string?"),
-            ("duration_ms", "integer"),
-            ("turns", "integer"),
-            ("usage", "run_usage"),
-            ("tasks", "tasks"),
-            ("artifacts", "strings"),
-        ],
-    ),
-];
-
-fn type_schema(t: &str) -> Value {
-    match t {
-        "string" | "integer" | "number" | "boolean" | "object" => json!({"type": t}),
-        "string?" => json!({"type": ["string", "null"]}),
-        "integer?" => json!({"type": ["integer", "null"]}),
-        "number?" => json!({"type": ["number", "null"]}),
-        "strings" => json!({"type": "array", "items": {"type": "string"}}),
-        "status" => json!({"enum": ["ok", "error"]}),
-        "run_status" => {
-            json!({"enum": ["completed", "failed", "cancelled", "timed_out", "needs_clarification", "max_turns", "budget_exceeded"]})
-        }
-        "model" => json!({"type": "object", "required": ["name", "provider", "model"],
-                          "properties": {"name": {"type": "string"}, "provider": {"type": "string"}, "model": {"type": "string"}}}),
-        "usage" => json!({"$ref": "#/$defs/usage"}),
-        "run_usage" => json!({"type": "object",
-            "required": ["input_tokens", "output_tokens", "total_tokens", "lead", "subagents", "by_model", "cost_usd"],
-            "properties": {
-                "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
-                "lead": {"$ref": "#/$defs/usage"}, "subagents": {"$ref": "#/$defs/usage"},
-                "by_model": {"type": "object", "additionalProperties": {"$ref": "#/$defs/usage"}},
-                "cost_usd": {"type": ["number", "null"]}}}),
-        "tasks" => {
-            json!({"type": "object", "required": ["total", "completed", "failed", "timed_out", "cancelled"],
-            "properties": {"total": {"type": "integer"}, "completed": {"type": "integer"}, "failed": {"type": "integer"},
-                           "timed_out": {"type": "integer"}, "cancelled": {"type": "integer"}}})
-        }
-        other => json!({"description": format!("unknown type {other}")}),
-    }
-}
-
-fn object(fields: &[(&str, &str)], type_name: &str) -> Value {
-    let mut props = Map::new();
-    let mut required = Vec::new();
-    for (name, t) in ENVELOPE.iter().chain(fields.iter()) {
-        props.insert(name.to_string(), type_schema(t));
-        required.push(Value::from(*name));
-    }
-    props.insert("type".into(), json!({"const": type_name}));
-    props.insert("seq".into(), json!({"type": "integer", "minimum": 0}));
-    props.insert(
-        "ts".into(),
-        json!({"type": "string", "format": "date-time"}),
-    );
-    props.insert("task_id".into(), json!({"type": "string"}));
-    json!({"type": "object", "required": required, "properties": props})
-}
+const ID: &str = "https://github.com/deerflow/deerflow/schema/events-v1.json";
 
 pub fn event_schema() -> Value {
-    let one_of: Vec<Value> = EVENTS
-        .iter()
-        .map(|(name, fields)| object(fields, name))
-        .collect();
+    let mut generator = SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with_transform(RecursiveTransform(drop_rust_formats))
+        .into_generator();
+    let envelope = generator.root_schema_for::<Stamp>();
+    let events = generator.into_root_schema_for::<Event>();
+
+    let mut properties = Map::new();
+    properties.insert(
+        "type".into(),
+        json!({"description": "The event type; selects one branch of `oneOf`.", "type": "string"}),
+    );
+    let mut required = vec![Value::from("type")];
+    if let Some(Value::Object(p)) = envelope.get("properties") {
+        properties.extend(p.clone());
+    }
+    if let Some(Value::Array(r)) = envelope.get("required") {
+        required.extend(r.iter().cloned());
+    }
     json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://github.com/deerflow/deerflow/schema/events-v1.json",
+        "$schema": events.get("$schema"),
+        "$id": ID,
         "title": "deerflow event (schema_version 1)",
-        "description": "One line of `deerflow run --json`. Consumers must ignore unknown fields.",
-        "oneOf": one_of,
-        "$defs": {
-            "usage": {"type": "object", "required": ["input_tokens", "output_tokens", "total_tokens"],
-                      "properties": {"input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"},
-                                     "total_tokens": {"type": "integer"}}}
-        }
+        "description": "One line of `deerflow run --json`. Fields are added over time: consumers must ignore unknown fields.",
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "oneOf": events.get("oneOf"),
+        "$defs": events.get("$defs"),
     })
 }
 
-/// The required fields and their schemas for one event type (used by tests to validate
-/// emitted lines without a schema engine).
-pub fn required_fields(event_type: &str) -> Option<Vec<(&'static str, Value)>> {
-    let (_, fields) = EVENTS.iter().find(|(n, _)| *n == event_type)?;
-    Some(
-        ENVELOPE
-            .iter()
-            .chain(fields.iter())
-            .map(|(n, t)| (*n, type_schema(t)))
-            .collect(),
-    )
+/// schemars names the Rust width of a number in `format` (`uint32`, `double`); those are
+/// not JSON Schema formats, and strict validators reject unknown ones. The bounds they
+/// imply stay as `minimum`/`maximum`.
+fn drop_rust_formats(schema: &mut Schema) {
+    const RUST_FORMATS: &[&str] = &[
+        "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
+        "double",
+    ];
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if obj
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| RUST_FORMATS.contains(&f))
+    {
+        // Shifting keeps the other keys in the order schemars wrote them.
+        obj.shift_remove("format");
+    }
 }
 
-pub fn event_types() -> Vec<&'static str> {
-    EVENTS.iter().map(|(n, _)| *n).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{samples, write_line, Envelope};
+
+    fn validator() -> jsonschema::Validator {
+        jsonschema::draft202012::new(&event_schema()).expect("the schema compiles")
+    }
+
+    fn line(env: &Envelope) -> Value {
+        let mut buf = Vec::new();
+        let stamp = Stamp::now(3, "run", env.task_id.as_deref());
+        write_line(&mut buf, &env.event, &stamp).unwrap();
+        serde_json::from_slice(&buf).unwrap()
+    }
+
+    fn branch<'a>(schema: &'a Value, t: &str) -> &'a Value {
+        schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["properties"]["type"]["const"] == t)
+            .unwrap_or_else(|| panic!("no branch for {t}"))
+    }
+
+    #[test]
+    fn the_schema_is_valid_draft_2020_12() {
+        let schema = event_schema();
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        jsonschema::meta::validate(&schema).expect("valid against the meta-schema");
+    }
+
+    #[test]
+    fn every_sample_line_validates() {
+        let v = validator();
+        for env in samples() {
+            let l = line(&env);
+            let errors: Vec<String> = v.iter_errors(&l).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{l}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn one_branch_per_event_type_and_the_envelope_is_required() {
+        let schema = event_schema();
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 15);
+        assert_eq!(
+            schema["required"],
+            json!(["type", "seq", "ts", "run_id"]),
+            "task_id is optional"
+        );
+        assert_eq!(schema["properties"]["ts"]["format"], "date-time");
+    }
+
+    /// An `Option` field left as `null` is still on the line, so it must be required.
+    #[test]
+    fn every_key_a_line_always_carries_is_required() {
+        let schema = event_schema();
+        let optional = ["attempt", "delay_ms", "status", "server", "task_id"];
+        for env in samples() {
+            let l = line(&env);
+            let t = l["type"].as_str().unwrap();
+            let required = branch(&schema, t)["required"].as_array().unwrap();
+            for key in l.as_object().unwrap().keys() {
+                let in_envelope = schema["required"].as_array().unwrap().contains(&json!(key));
+                let optional_here = t == "warning" && optional.contains(&key.as_str())
+                    || key == "task_id" && env.task_id.is_some();
+                assert!(
+                    in_envelope || optional_here || required.contains(&json!(key)),
+                    "{t}.{key} is always written but not required"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_lines_are_rejected() {
+        let v = validator();
+        let good = line(&samples()[20]);
+        assert!(v.is_valid(&good));
+        let with = |path: &str, value: Value| {
+            let mut l = good.clone();
+            *l.pointer_mut(path).unwrap() = value;
+            l
+        };
+        for bad in [
+            with("/status", json!("done")),
+            with("/final_message", json!(1)),
+            with("/seq", json!(-1)),
+            with("/usage/by_model/gpt/total_tokens", json!("5")),
+            with("/type", json!("run_finished")),
+        ] {
+            assert!(!v.is_valid(&bad), "accepted {bad}");
+        }
+        let mut missing = good.clone();
+        missing.as_object_mut().unwrap().remove("final_output");
+        assert!(!v.is_valid(&missing), "final_output is required");
+        let mut extra = good.clone();
+        extra["added_later"] = json!({"x": 1});
+        assert!(v.is_valid(&extra), "unknown fields are allowed");
+    }
+
+    #[test]
+    fn a_retry_warning_needs_its_status_even_when_null() {
+        let v = validator();
+        let retry = line(&samples()[16]);
+        assert!(retry["status"].is_null());
+        assert!(v.is_valid(&retry));
+        let mut without = retry.clone();
+        without.as_object_mut().unwrap().remove("status");
+        assert!(!v.is_valid(&without), "{without}");
+        let plain = line(&samples()[15]);
+        assert!(v.is_valid(&plain) && plain.get("status").is_none());
+    }
+
+    #[test]
+    fn no_rust_number_formats_remain() {
+        let text = event_schema().to_string();
+        for f in ["uint", "int32", "int64", "double", "float"] {
+            assert!(!text.contains(&format!(r#""format":"{f}"#)), "{f}");
+        }
+    }
 }

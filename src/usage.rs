@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::model::Usage;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct UsageTotals {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -33,7 +34,7 @@ pub struct Price {
     pub cache_hit_per_mtok: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
 pub struct RunUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -41,6 +42,7 @@ pub struct RunUsage {
     pub lead: UsageTotals,
     pub subagents: UsageTotals,
     pub by_model: BTreeMap<String, UsageTotals>,
+    /// Present as `null` unless every called model has a price.
     pub cost_usd: Option<f64>,
 }
 

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
-use serde_json::{json, Map, Value};
 
 use super::context::{History, PreCall};
 use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
-use crate::events::Event;
+use crate::events::{Event, RetryInfo};
 use crate::model::{
     AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
     ToolCall, ToolSpec, Usage,
@@ -272,18 +271,16 @@ async fn call_model(agent: &Agent, req: &ChatRequest) -> Result<ModelResponse, M
 }
 
 fn retry_warning(n: &RetryNotice) -> Event {
-    let mut extra = Map::new();
-    extra.insert("attempt".into(), json!(n.attempt));
-    extra.insert("delay_ms".into(), json!(n.delay_ms));
-    extra.insert(
-        "status".into(),
-        n.status.map(Value::from).unwrap_or(Value::Null),
-    );
     // The notice's message already names the provider and the status.
     Event::Warning {
         code: "model_retry".into(),
         message: format!("{}; retry {} in {} ms", n.message, n.attempt, n.delay_ms),
-        extra,
+        retry: Some(RetryInfo {
+            attempt: n.attempt,
+            delay_ms: n.delay_ms,
+            status: n.status,
+        }),
+        server: None,
     }
 }
 

@@ -12,7 +12,7 @@ use super::error::{self, usage};
 use super::tool_name_warnings;
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
-use crate::events::ModelInfo;
+use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::providers::replay::{RecordLog, Recorder};
 use crate::model::registry;
 use crate::run::{LeadModel, RunSpec};
@@ -95,6 +95,10 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         quiet: args.quiet,
         color: use_color(args.color),
         workspace: Arc::new(workspace),
+        sandbox: SandboxInfo {
+            use_: cfg.sandbox.use_.clone(),
+            image: None,
+        },
         limits: Arc::new(sandbox_limits(cfg, allow_bash)),
         tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),

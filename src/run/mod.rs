@@ -94,6 +94,8 @@ pub async fn execute(spec: RunSpec) -> i32 {
         usage: shared.ledger.snapshot(),
         tasks,
         artifacts: existing_files(&spec, &artifacts),
+        // Until --output-schema exists (§11) there is no parsed answer to report.
+        final_output: None,
     });
     drop(events);
     let give_up_at = drain_deadline(&control);
@@ -164,6 +166,7 @@ fn run_started(spec: &RunSpec) -> Event {
         workspace: spec.workspace.root().display().to_string(),
         subagents_enabled: spec.subagents.is_some(),
         subagent_types: types,
+        sandbox: spec.sandbox.clone(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::agent::guards::LoopLimits;
 use crate::agent::Progress;
-use crate::events::ModelInfo;
+use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::providers::replay::RecordLog;
 use crate::model::ChatModel;
 use crate::subagent::{Skill, SubagentSetup};
@@ -31,6 +31,8 @@ pub struct RunSpec {
     pub quiet: bool,
     pub color: bool,
     pub workspace: Arc<Workspace>,
+    /// Where tools run, as `run_started` reports it.
+    pub sandbox: SandboxInfo,
     pub limits: Arc<SandboxLimits>,
     /// The run's tools, built once: the lead and every sub-agent take theirs from it.
     pub tools: Arc<ToolRegistry>,

@@ -14,7 +14,7 @@ use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, Observer};
-use crate::events::{Event, EventSink};
+use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -292,7 +292,7 @@ struct TaskObserver {
 }
 
 impl TaskObserver {
-    fn emit(&self, message: Value) {
+    fn emit(&self, message: TaskMessage) {
         // After a timeout the sub-agent gets a moment to stop its tools; what it reports
         // then would follow its terminal event, which must stay its last.
         if self.rec.state.get().is_terminal() {
@@ -310,20 +310,30 @@ impl TaskObserver {
 
 impl Observer for TaskObserver {
     fn assistant(&self, text: Option<&str>, calls: &[ToolCall]) {
-        let calls: Vec<Value> = calls
+        let tool_calls = calls
             .iter()
-            .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            .map(|c| TaskToolCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
             .collect();
-        self.emit(json!({"role": "assistant", "text": text.unwrap_or(""), "tool_calls": calls}));
+        self.emit(TaskMessage::Assistant {
+            text: text.unwrap_or("").to_string(),
+            tool_calls,
+        });
     }
 
     fn tool_call(&self, _call: &ToolCall) {}
 
     fn tool_result(&self, call: &ToolCall, out: &ToolOutput, _took: Duration) {
         let (text, _) = cap_chars(&out.text(), EVENT_OUTPUT_MAX_CHARS);
-        self.emit(json!({
-            "role": "tool", "text": text, "tool_call_id": call.id, "name": call.name, "status": out.status.as_str()
-        }));
+        self.emit(TaskMessage::Tool {
+            text,
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            status: out.status.as_str().into(),
+        });
     }
 }
 

@@ -242,6 +242,7 @@ mod tests {
             },
             tasks,
             artifacts: vec![],
+            final_output: None,
         }
     }
 

@@ -5,9 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use serde_json::Value;
-
-use crate::events::{Envelope, Event};
+use crate::events::{Envelope, Event, TaskMessage};
 
 /// What the lead agent is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,22 +350,17 @@ fn tool_summary<'a>(names: impl Iterator<Item = &'a String>) -> String {
         .join(", ")
 }
 
-fn is_tool_result(message: &Value) -> bool {
-    message.get("role").and_then(Value::as_str) == Some("tool")
+fn is_tool_result(message: &TaskMessage) -> bool {
+    matches!(message, TaskMessage::Tool { .. })
 }
 
 /// The tool names of a sub-agent's assistant message, if it called any, and how many.
-fn tool_names(message: &Value) -> Option<(String, usize)> {
-    if message.get("role")?.as_str()? != "assistant" {
+fn tool_names(message: &TaskMessage) -> Option<(String, usize)> {
+    let TaskMessage::Assistant { tool_calls, .. } = message else {
         return None;
-    }
-    let names: Vec<String> = message
-        .get("tool_calls")?
-        .as_array()?
-        .iter()
-        .filter_map(|c| c.get("name")?.as_str().map(String::from))
-        .collect();
-    (!names.is_empty()).then(|| (tool_summary(names.iter()), names.len()))
+    };
+    let names = tool_calls.iter().map(|c| &c.name);
+    (!tool_calls.is_empty()).then(|| (tool_summary(names), tool_calls.len()))
 }
 
 fn plural(n: u32, what: &str) -> String {
@@ -400,6 +393,7 @@ pub fn short(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::TaskToolCall;
     use crate::usage::UsageTotals;
     use serde_json::json;
     use std::time::Duration;
@@ -434,6 +428,10 @@ mod tests {
             workspace: ".".into(),
             subagents_enabled: true,
             subagent_types: vec!["general-purpose".into()],
+            sandbox: crate::events::SandboxInfo {
+                use_: "local".into(),
+                image: None,
+            },
         }
     }
 
@@ -479,7 +477,7 @@ mod tests {
         }
     }
 
-    fn running(id: &str, message: Value, total: u64) -> Event {
+    fn running(id: &str, message: TaskMessage, total: u64) -> Event {
         Event::TaskRunning {
             task_id: id.into(),
             message_index: 1,
@@ -561,14 +559,26 @@ mod tests {
             &inside("t1", usage("subagent:general-purpose", Some(420))),
             t0,
         );
-        let calls = json!({"role": "assistant", "text": "", "tool_calls": [
-            {"id": "a", "name": "glob", "arguments": {}}, {"id": "b", "name": "grep", "arguments": {}}]});
+        let call = |id: &str, name: &str| TaskToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: json!({}),
+        };
+        let calls = TaskMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![call("a", "glob"), call("b", "grep")],
+        };
         s.apply(&inside("t1", running("t1", calls, 420)), t0);
         assert_eq!(
             line(&s, 3),
             "t1 [general-purpose] count lines · turn 1 · glob, grep · 420 tokens · 3s"
         );
-        let tool = |name: &str| json!({"role": "tool", "text": "x", "tool_call_id": "a", "name": name, "status": "ok"});
+        let tool = |name: &str| TaskMessage::Tool {
+            text: "x".into(),
+            tool_call_id: "a".into(),
+            name: name.into(),
+            status: "ok".into(),
+        };
         s.apply(&inside("t1", running("t1", tool("glob"), 420)), t0);
         assert!(
             line(&s, 3).contains("turn 1 · glob, grep"),

@@ -236,17 +236,27 @@ async fn schema_covers_every_event_type() {
     .collect();
     assert_eq!(got, want);
     assert_eq!(branches.len(), 15);
-    // Every branch requires the common fields.
+    // Every branch requires the common fields, itself or through the root's `required`
+    // (which applies to every line next to `oneOf`).
+    let names = |s: &Value| -> Vec<String> {
+        s["required"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     for b in branches {
         let name = branch_type(b, &schema);
         let resolved = match b.get("$ref").and_then(Value::as_str) {
             Some(r) => schema["$defs"][r.trim_start_matches("#/$defs/")].clone(),
             None => b.clone(),
         };
-        let required: Vec<&str> = resolved["required"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = [names(&schema), names(&resolved)].concat();
+        let required: Vec<&str> = required.iter().map(String::as_str).collect();
         for f in ["type", "seq", "ts", "run_id"] {
             assert!(required.contains(&f), "{name} does not require {f}");
         }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -144,94 +145,9 @@ impl Run {
     }
 }
 
-/// §3's required fields per event type, written out independently of the crate.
-fn fields(t: &str) -> &'static [&'static str] {
-    match t {
-        "run_started" => &[
-            "schema_version",
-            "version",
-            "model",
-            "max_concurrent",
-            "max_tasks",
-            "max_turns",
-            "timeout_seconds",
-            "workspace",
-            "subagents_enabled",
-            "subagent_types",
-        ],
-        "message" => &["role", "text"],
-        "tool_call" => &["call_id", "name", "arguments"],
-        "tool_result" => &[
-            "call_id",
-            "name",
-            "status",
-            "output",
-            "truncated",
-            "duration_ms",
-        ],
-        "task_queued" => &["task_id", "description", "subagent_type", "position"],
-        "task_started" => &[
-            "task_id",
-            "description",
-            "subagent_type",
-            "model",
-            "max_turns",
-            "timeout_seconds",
-        ],
-        "task_running" => &["task_id", "message_index", "message", "usage"],
-        "task_completed" => &[
-            "task_id",
-            "result",
-            "usage",
-            "turns",
-            "duration_ms",
-            "stop_reason",
-        ],
-        "task_failed" => &[
-            "task_id",
-            "error",
-            "usage",
-            "turns",
-            "duration_ms",
-            "stop_reason",
-        ],
-        "task_timed_out" => &[
-            "task_id",
-            "error",
-            "timeout_seconds",
-            "usage",
-            "duration_ms",
-        ],
-        "task_cancelled" => &["task_id", "error", "usage", "duration_ms"],
-        "usage" => &[
-            "caller",
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "total_tokens",
-            "cache_read_tokens",
-            "reported",
-        ],
-        "warning" => &["code", "message"],
-        "clarification_requested" => &["question", "options"],
-        "run_completed" => &[
-            "status",
-            "exit_code",
-            "final_message",
-            "error",
-            "duration_ms",
-            "turns",
-            "usage",
-            "tasks",
-            "artifacts",
-        ],
-        other => panic!("unknown event type {other}"),
-    }
-}
-
-/// seq gapless from 0, one run_id, RFC 3339 ms timestamps, every field present,
-/// `run_completed` last and only once, its exit code equal to the process's, stdout
-/// holding nothing but events.
+/// Every line valid against `deerflow schema`, seq gapless from 0, one run_id, RFC 3339
+/// ms timestamps, `run_completed` last and only once, its exit code equal to the
+/// process's, stdout holding nothing but events.
 pub fn check_stream(out: &Output) {
     assert!(!out.events.is_empty(), "no events; stderr: {}", out.stderr);
     assert_eq!(
@@ -250,18 +166,11 @@ pub fn check_stream(out: &Output) {
             ts.len() == 24 && ts.ends_with('Z') && &ts[10..11] == "T" && &ts[19..20] == ".",
             "ts {ts}"
         );
-        let t = e["type"].as_str().expect("type");
-        for f in fields(t) {
-            assert!(e.get(*f).is_some(), "{t} lacks {f}: {e}");
-        }
-        for u in ["usage"] {
-            if t.starts_with("task_") && t != "task_queued" && t != "task_started" {
-                let usage = &e[u];
-                for k in ["input_tokens", "output_tokens", "total_tokens"] {
-                    assert!(usage[k].is_u64(), "{t}.usage.{k}: {e}");
-                }
-            }
-        }
+        let errors: Vec<String> = schema().iter_errors(e).map(|x| x.to_string()).collect();
+        assert!(
+            errors.is_empty(),
+            "line {i} breaks the schema: {errors:?}\n{e}"
+        );
     }
     let completed: Vec<_> = out
         .events
@@ -273,7 +182,6 @@ pub fn check_stream(out: &Output) {
     assert_eq!(last["type"], "run_completed");
     assert_eq!(last["exit_code"], out.code, "exit_code field vs process");
     check_tasks(out);
-    validate_schema(out);
 }
 
 /// Per task: started/queued after the lead's tool_call, running after that, exactly one
@@ -322,94 +230,22 @@ pub fn is_terminal(e: &Value) -> bool {
     )
 }
 
-/// Validates every line against `deerflow schema` with a small validator for the subset
-/// of JSON Schema it uses.
-fn validate_schema(out: &Output) {
-    let schema: Value = serde_json::from_str(
-        &std::process::Command::new(BIN)
+/// `deerflow schema`, compiled once per test process. Formats are checked too (`ts` is a
+/// `date-time`).
+pub fn schema() -> &'static jsonschema::Validator {
+    static SCHEMA: OnceLock<jsonschema::Validator> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let out = std::process::Command::new(BIN)
             .arg("schema")
             .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap(),
-    )
-    .unwrap();
-    for e in &out.events {
-        let ok = schema["oneOf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| valid(e, s, &schema))
-            .count();
-        assert_eq!(
-            ok, 1,
-            "line does not validate against exactly one schema branch: {e}"
-        );
-    }
-}
-
-fn valid(v: &Value, s: &Value, root: &Value) -> bool {
-    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-        let name = r.trim_start_matches("#/$defs/");
-        return valid(v, &root["$defs"][name], root);
-    }
-    if let Some(c) = s.get("const") {
-        if v != c {
-            return false;
-        }
-    }
-    if let Some(e) = s.get("enum").and_then(Value::as_array) {
-        if !e.contains(v) {
-            return false;
-        }
-    }
-    if let Some(t) = s.get("type") {
-        let types: Vec<&str> = match t {
-            Value::String(x) => vec![x.as_str()],
-            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-            _ => vec![],
-        };
-        let matches = |t: &str| match t {
-            "string" => v.is_string(),
-            "integer" => v.is_i64() || v.is_u64(),
-            "number" => v.is_number(),
-            "boolean" => v.is_boolean(),
-            "object" => v.is_object(),
-            "array" => v.is_array(),
-            "null" => v.is_null(),
-            _ => false,
-        };
-        if !types.iter().any(|t| matches(t)) {
-            return false;
-        }
-    }
-    if let Some(req) = s.get("required").and_then(Value::as_array) {
-        if !req.iter().all(|k| v.get(k.as_str().unwrap()).is_some()) {
-            return false;
-        }
-    }
-    if let (Some(props), Some(obj)) = (
-        s.get("properties").and_then(Value::as_object),
-        v.as_object(),
-    ) {
-        for (k, ps) in props {
-            if let Some(x) = obj.get(k) {
-                if !valid(x, ps, root) {
-                    return false;
-                }
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (s.get("items"), v.as_array()) {
-        if !arr.iter().all(|x| valid(x, items, root)) {
-            return false;
-        }
-    }
-    if let (Some(ap), Some(obj)) = (s.get("additionalProperties"), v.as_object()) {
-        if ap.is_object() && !obj.values().all(|x| valid(x, ap, root)) {
-            return false;
-        }
-    }
-    true
+            .expect("run deerflow schema");
+        assert!(out.status.success(), "deerflow schema failed");
+        let schema: Value = serde_json::from_slice(&out.stdout).expect("schema is JSON");
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("deerflow schema is a valid draft 2020-12 schema")
+    })
 }
 
 /// A fresh workspace directory.

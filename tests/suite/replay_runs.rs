@@ -485,3 +485,39 @@ async fn prompt_from_a_file_and_the_prompt_flag_reach_the_model() {
     assert_eq!(both.code, 2, "{}", both.stderr);
     assert_eq!(both.stderr.lines().count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_started_names_the_sandbox_and_run_completed_has_a_null_final_output() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
+    let out = deerflow(["run", "--json", "-m", &model_arg(&c), "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let started = out.first("run_started");
+    assert_eq!(started["sandbox"], json!({"use": "local", "image": null}));
+    let line = out.stdout.lines().next().unwrap();
+    assert!(
+        line.ends_with(r#","sandbox":{"use":"local","image":null}}"#),
+        "{line}"
+    );
+    let done = out.completed();
+    assert!(done.get("final_output").is_some_and(|v| v.is_null()));
+
+    // DeerFlow's class path for the local sandbox is reported normalised.
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        "sandbox:\n  use: deerflow.sandbox.local:LocalSandboxProvider\n",
+    )
+    .unwrap();
+    let out = deerflow(["run", "--json", "-c", cfg.to_str().unwrap()])
+        .env("DEERFLOW_MODEL", &model_arg(&c))
+        .stdin("go")
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.first("run_started")["sandbox"]["use"], "local");
+}
