@@ -1,6 +1,7 @@
 //! Integration test modules (one binary: tests/all.rs).
 
 mod anthropic_http;
+mod architecture;
 mod commands_cli;
 mod config_cli;
 mod examples;
