@@ -7,9 +7,9 @@ use std::convert::Infallible;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use deerflow::model::anthropic::AnthropicAssembler;
-use deerflow::model::openai::OpenAiAssembler;
-use deerflow::model::sse::{assemble, Assembler};
+use deerflow::model::http::{assemble, Assembler};
+use deerflow::model::providers::anthropic::AnthropicAssembler;
+use deerflow::model::providers::openai_chat::OpenAiAssembler;
 use deerflow::model::{ModelError, ModelResponse};
 use libfuzzer_sys::fuzz_target;
 
