@@ -6,25 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-5}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-cargo build --profile benchmark --quiet
-BIN="$PWD/target/benchmark/deerflow"
+# BIN=path/to/deerflow benches/run.sh measures that binary instead of building one.
+if [ -z "${BIN:-}" ]; then
+  cargo build --profile benchmark --quiet
+  BIN="$PWD/target/benchmark/deerflow"
+fi
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
 
 # Cassettes: a 2-turn lead run; N one-turn tasks with a latency; many instant tasks.
-python3 - "$TMP" <<'PY'
-import json, sys, os
-d = sys.argv[1]
-def task(i): return {"name": "task", "arguments": {"description": f"t{i}", "prompt": f"do {i}", "subagent_type": "general-purpose"}}
-json.dump({"version": 1, "lead": [{"tool_calls": [{"name": "ls"}], "usage": {"input_tokens": 10, "output_tokens": 2}},
-                                  {"text": "done", "usage": {"input_tokens": 12, "output_tokens": 3}}]}, open(f"{d}/two_turns.json", "w"))
-json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(12)]}, {"text": "ok"}],
-           "default_task": [{"text": "r", "delay_ms": 1000}]}, open(f"{d}/fan12.json", "w"))
-for n in (200, 1000):
-    json.dump({"version": 1, "lead": [{"tool_calls": [task(i) for i in range(n)]}, {"text": "ok"}],
-               "default_task": [{"text": "r", "usage": {"input_tokens": 1, "output_tokens": 1}}]}, open(f"{d}/fan{n}.json", "w"))
-PY
+python3 benches/cassettes.py "$TMP"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 

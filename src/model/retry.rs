@@ -47,7 +47,8 @@ impl RetryPolicy {
         } = err
         {
             if secs.is_finite() && *secs >= 0.0 {
-                return Duration::from_secs_f64(*secs).min(self.max_retry_after);
+                // Capped as seconds first: a huge header value (1e20, 2^64) is no Duration.
+                return Duration::from_secs_f64(secs.min(self.max_retry_after.as_secs_f64()));
             }
         }
         let nominal = self.nominal_backoff(retry);
@@ -133,7 +134,8 @@ fn parse_http_date(value: &str) -> Option<i64> {
     };
     let day: u32 = day.parse().ok()?;
     let month = month_number(month)?;
-    let year: i64 = year.parse().ok()?;
+    // Years outside 0..=9999 are no HTTP date (and would overflow the arithmetic below).
+    let year: i64 = year.parse().ok().filter(|y| (0..=9999).contains(y))?;
     let hms: Vec<u32> = time
         .split(':')
         .map(|p| p.parse().ok())
@@ -220,6 +222,13 @@ mod tests {
             p.delay(1, &http(503, Some(f64::NAN)), 0.0),
             Duration::from_millis(375)
         );
+        // Values no Duration can hold are capped, not a panic.
+        for huge in [1e20, 18_446_744_073_709_551_616.0, f64::MAX] {
+            assert_eq!(
+                p.delay(1, &http(429, Some(huge)), 0.5),
+                Duration::from_secs(60)
+            );
+        }
     }
 
     #[test]
@@ -237,6 +246,10 @@ mod tests {
             Some(0.0)
         );
         assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 99999999999999999 08:00:00 GMT", now),
+            None
+        );
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(
             parse_http_date("Tue, 29 Feb 2000 12:00:00 GMT"),

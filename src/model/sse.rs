@@ -58,6 +58,7 @@ where
         lines: LineSplitter::new(MAX_LINE_BYTES),
         provider: provider.to_string(),
         done: false,
+        first: true,
     };
     futures_util::stream::unfold(reader, |mut reader| async move {
         let item = reader.next_line().await?;
@@ -71,6 +72,9 @@ struct LineReader<S> {
     provider: String,
     /// The body ended or failed: nothing more is read.
     done: bool,
+    /// No line handed on yet: a byte-order mark before it is dropped (the SSE spec says
+    /// so, and `eventsource-stream` would choke on it).
+    first: bool,
 }
 
 impl<S, B> LineReader<S>
@@ -105,7 +109,10 @@ where
     /// Lines are cut at ASCII bytes, so each one on its own must be valid UTF-8. Checking
     /// here also keeps `eventsource-stream` from buffering the rest of the stream behind
     /// an invalid byte, waiting for it to become valid.
-    fn checked_utf8(&mut self, line: Vec<u8>) -> Result<Vec<u8>, ModelError> {
+    fn checked_utf8(&mut self, mut line: Vec<u8>) -> Result<Vec<u8>, ModelError> {
+        if std::mem::take(&mut self.first) && line.starts_with(b"\xEF\xBB\xBF") {
+            line.drain(..3);
+        }
         match std::str::from_utf8(&line) {
             Ok(_) => Ok(line),
             Err(e) => {
@@ -242,6 +249,21 @@ mod tests {
         match result {
             Err(ModelError::Stream { message, .. }) => message,
             other => panic!("expected a stream error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_leading_byte_order_mark_is_dropped() {
+        let body = "\u{feff}data: one\n\ndata: two\n\n";
+        for cuts in [&[][..], &[1, 2, 3, 5][..]] {
+            let mut seen = Vec::new();
+            let flow = read_events(ok(chunked(body, cuts)), "openai", |e| {
+                seen.push(e.data.clone());
+                Ok(Flow::Continue)
+            })
+            .await;
+            assert_eq!(flow, Ok(Flow::Continue));
+            assert_eq!(seen, ["one", "two"], "cuts {cuts:?}");
         }
     }
 
