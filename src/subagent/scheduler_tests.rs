@@ -275,6 +275,19 @@ async fn the_lead_reads_how_each_task_ended() {
 }
 
 #[tokio::test]
+async fn an_empty_prompt_is_refused_and_no_task() {
+    let f = Fixture::new(vec![text("never")], 1, 2, 5);
+    let tool = TaskTool::new(f.sched.clone());
+    let args = json!({"description": "d", "prompt": "  \n", "subagent_type": "general-purpose"});
+    let out = tool.call(args, &f.ctx.for_call("t1")).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out
+        .text()
+        .starts_with("Task failed. Error: the prompt is empty"));
+    assert_eq!(f.sched.counts().total, 0);
+}
+
+#[tokio::test]
 async fn past_the_task_limit_a_call_is_refused_and_no_task() {
     let mut f = Fixture::new(vec![text("one")], 1, 1, 5);
     assert_eq!(

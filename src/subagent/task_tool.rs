@@ -132,6 +132,12 @@ impl TaskTool {
             parse(args).map_err(|e| ToolOutput::error(format!("Task failed. {e}")))?;
         let description = args.description.trim().to_string();
         let prompt = args.prompt;
+        // A sub-agent with nothing to do would only spend a turn finding that out.
+        if prompt.trim().is_empty() {
+            return Err(ToolOutput::error(
+                "Task failed. Error: the prompt is empty: give the sub-agent a self-contained instruction",
+            ));
+        }
         let kind = args.subagent_type.as_str();
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");

@@ -132,3 +132,30 @@ fn a_closed_stderr_changes_no_exit_code() {
         78
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_file_dash_reads_stdin_and_endless_prompts_stop_at_16_mib() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
+    let model = format!("replay:{}", c.display());
+    let out = deerflow(["run", "--json", "-m", &model, "--prompt-file", "-"])
+        .cwd(ws.path())
+        .stdin("from stdin")
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // /dev/zero never ends: the read stops past 16 MiB with a usage error.
+    for args in [
+        vec!["run", "-m", &model, "--prompt-file", "/dev/zero"],
+        vec!["run", "-m", &model, "-c", "/dev/null", "-p", "-"],
+    ] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(&args)
+            .current_dir(ws.path())
+            .stdin(std::fs::File::open("/dev/zero").unwrap());
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("16 MiB"), "{err}");
+    }
+}
