@@ -133,6 +133,35 @@ pub struct Usage {
     pub cache_read_tokens: Option<u64>,
 }
 
+impl Usage {
+    /// Usage as a provider reported it. The total is `input + output` when the provider
+    /// gave none or one smaller than that sum: a budget must not be evaded by a provider that
+    /// reports `total_tokens: 0` (contract §12).
+    pub fn reported(input: u64, output: u64, total: Option<u64>, cache_read: Option<u64>) -> Self {
+        let sum = input.saturating_add(output);
+        Self {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: total.filter(|t| *t >= sum).unwrap_or(sum),
+            cache_read_tokens: cache_read,
+        }
+    }
+}
+
+/// Deserializes a token count leniently: anything but a non-negative integer (a negative
+/// number, a fraction, a string) is "not reported" for that field, never a failed response.
+pub fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = Value::deserialize(d)?;
+    Ok(match v {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1.8e19)
+                .map(|f| f as u64)
+        }),
+        _ => None,
+    })
+}
+
 /// One assembled model response.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelResponse {

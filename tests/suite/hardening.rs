@@ -159,3 +159,23 @@ async fn prompt_file_dash_reads_stdin_and_endless_prompts_stop_at_16_mib() {
         assert!(err.contains("16 MiB"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_total_below_input_plus_output_does_not_evade_the_budget() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "a", "name": "ls", "arguments": {}}],
+             "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 0}},
+            {"text": "never reached"}
+        ]}),
+    );
+    let model = format!("replay:{}", c.display());
+    let out = deerflow(["run", "--json", "--max-tokens", "120", "-m", &model, "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 8, "{}", out.stderr);
+    assert_eq!(out.completed()["usage"]["total_tokens"], 150);
+}

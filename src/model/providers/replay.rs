@@ -161,13 +161,13 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
             ToolCall::from_raw(id, c.name.clone(), &c.arguments.to_string())
         })
         .collect::<Vec<_>>();
-    let usage = r.usage.as_ref().map(|u| Usage {
-        input_tokens: u.input_tokens,
-        output_tokens: u.output_tokens,
-        total_tokens: u
-            .total_tokens
-            .unwrap_or(u.input_tokens.saturating_add(u.output_tokens)),
-        cache_read_tokens: u.cache_read_tokens,
+    let usage = r.usage.as_ref().map(|u| {
+        Usage::reported(
+            u.input_tokens,
+            u.output_tokens,
+            u.total_tokens,
+            u.cache_read_tokens,
+        )
     });
     let finish = if tool_calls.is_empty() {
         "stop"

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
+use crate::model::count;
 use crate::model::error_text::{clip, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
@@ -14,9 +15,13 @@ use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
 #[derive(Debug, Default, Deserialize)]
 struct WireUsage {
+    #[serde(default, deserialize_with = "count")]
     input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     cache_creation_input_tokens: Option<u64>,
 }
 

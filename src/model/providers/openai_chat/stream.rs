@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
+use crate::model::count;
 use crate::model::error_text::{clip, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
@@ -54,19 +55,24 @@ struct ToolCallDelta {
 #[derive(Debug, Deserialize)]
 struct FunctionDelta {
     name: Option<String>,
-    arguments: Option<String>,
+    /// A string of JSON as the API says, or (some gateways) the JSON object itself.
+    arguments: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
 struct WireUsage {
+    #[serde(default, deserialize_with = "count")]
     prompt_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     completion_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     total_tokens: Option<u64>,
     prompt_tokens_details: Option<PromptDetails>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PromptDetails {
+    #[serde(default, deserialize_with = "count")]
     cached_tokens: Option<u64>,
 }
 
@@ -210,7 +216,7 @@ impl OpenAiAssembler {
         // Servers that omit `index` start a call with an `id` and continue it without one.
         let index = match (delta.index, &delta.id, self.last_call) {
             (Some(i), _, _) => i,
-            (None, None, Some(last)) => last,
+            (None, None, Some(last)) if !starts_a_call(&delta, self.calls.get(&last)) => last,
             (None, _, _) => self.calls.keys().next_back().map_or(0, |k| k + 1),
         };
         self.last_call = Some(index);
@@ -230,25 +236,41 @@ impl OpenAiAssembler {
                 call.name.push_str(&name);
             }
         }
-        if let Some(arguments) = function.arguments {
-            self.kept += arguments.len();
-            call.arguments.push_str(&arguments);
-        }
+        let arguments = match function.arguments {
+            Some(Value::String(text)) => text,
+            Some(Value::Null) | None => String::new(),
+            Some(object) => object.to_string(),
+        };
+        self.kept += arguments.len();
+        call.arguments.push_str(&arguments);
     }
 }
 
+/// A delta with neither `index` nor `id` continues the last call, unless it names a tool
+/// while the last call already has a whole name and arguments: then it is the next call (a
+/// server that numbers nothing sends each call whole), not more of the same one.
+fn starts_a_call(delta: &ToolCallDelta, last: Option<&PartialCall>) -> bool {
+    let named = delta
+        .function
+        .as_ref()
+        .and_then(|f| f.name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    let Some(last) = last else { return false };
+    named
+        && !last.name.is_empty()
+        && serde_json::from_str::<Value>(last.arguments.trim()).is_ok_and(|v| v.is_object())
+}
+
 fn convert_usage(usage: &WireUsage) -> Usage {
-    let input = usage.prompt_tokens.unwrap_or(0);
-    let output = usage.completion_tokens.unwrap_or(0);
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        total_tokens: usage.total_tokens.unwrap_or(input.saturating_add(output)),
-        cache_read_tokens: usage
+    Usage::reported(
+        usage.prompt_tokens.unwrap_or(0),
+        usage.completion_tokens.unwrap_or(0),
+        usage.total_tokens,
+        usage
             .prompt_tokens_details
             .as_ref()
             .and_then(|d| d.cached_tokens),
-    }
+    )
 }
 
 fn stream_error_text(data: &str) -> String {
@@ -487,6 +509,35 @@ mod tests {
         );
         assert_eq!(r.tool_calls[1].arguments, json!({"pattern": "x"}));
         assert_eq!(r.usage, None);
+    }
+
+    #[tokio::test]
+    async fn unnumbered_whole_calls_stay_separate_and_object_arguments_are_accepted() {
+        let text = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[",
+            "{\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[",
+            "{\"function\":{\"name\":\"glob\",\"arguments\":{\"pattern\":\"*.rs\"}}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let r = parse(text).await.unwrap();
+        let names: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["ls", "glob"]);
+        assert_eq!(r.tool_calls[1].arguments, json!({"pattern": "*.rs"}));
+        assert_eq!(r.tool_calls[0].invalid_arguments, None);
+    }
+
+    #[tokio::test]
+    async fn odd_usage_numbers_are_unreported_fields_and_a_low_total_is_the_sum() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":2.5,\"total_tokens\":0,\
+                    \"prompt_tokens_details\":{\"cached_tokens\":\"many\"}}}\n\ndata: [DONE]\n\n";
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.usage, usage(0, 0, 0, None));
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":30,\"completion_tokens\":20.0,\"total_tokens\":1}}\n\ndata: [DONE]\n\n";
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.usage, usage(30, 20, 50, None));
     }
 
     #[tokio::test]
