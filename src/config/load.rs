@@ -158,15 +158,37 @@ fn find_config(opts: &LoadOptions, env: &Env) -> Result<Option<(PathBuf, String)
     Ok(None)
 }
 
+/// The largest config file read (contract §12): `-c /dev/zero` must not grow forever.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 fn read(path: PathBuf, origin: &str) -> Result<(PathBuf, String), ConfigError> {
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok((path, text)),
+    match read_bounded(&path) {
+        // A UTF-8 byte-order mark (Windows editors write one) is not part of the YAML.
+        Ok(text) => Ok((
+            path,
+            text.strip_prefix('\u{feff}')
+                .map(String::from)
+                .unwrap_or(text),
+        )),
         Err(e) => Err(ConfigError::Unreadable {
             path,
             origin: origin.to_string(),
             reason: e.to_string(),
         }),
     }
+}
+
+/// Reads at most one byte past the limit, so an endless file stops at once.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::other("larger than 16 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not valid UTF-8"))
 }
 
 /// Parses the file into a mapping (no file, or an empty one, is an empty mapping).

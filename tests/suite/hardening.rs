@@ -179,3 +179,31 @@ async fn a_total_below_input_plus_output_does_not_evade_the_budget() {
     assert_eq!(out.code, 8, "{}", out.stderr);
     assert_eq!(out.completed()["usage"]["total_tokens"], 150);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_config_with_a_bom_and_crlf_loads_and_an_endless_one_is_refused() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "ok"}]}));
+    let cfg = ws.path().join("deerflow.yaml");
+    let text = format!(
+        "\u{feff}models:\r\n  - name: demo\r\n    use: replay\r\n    cassette: {}\r\nsubagents:\r\n  max_concurrent: 2\r\n",
+        c.display()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let out = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = deerflow(["run", "--json", "-c", cfg.to_str().unwrap(), "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.first("run_started")["max_concurrent"], 2);
+    let out = deerflow(["-c", "/dev/zero", "config", "check"])
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("16 MiB"), "{}", out.stderr);
+}
