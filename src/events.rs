@@ -351,12 +351,17 @@ pub struct EventWriter {
     done: mpsc::Receiver<()>,
 }
 
+/// Told once when writing to stdout failed: the error says whether its reader went away
+/// (`BrokenPipe`) or something else broke (a full disk).
+pub type OnStdoutLost = Arc<dyn Fn(&std::io::Error) + Send + Sync>;
+
 /// Output mode of the writer thread.
 pub enum Output {
-    /// NDJSON on stdout; `on_closed` runs once if stdout turns out to be closed.
+    /// NDJSON on stdout; `on_closed` runs once if writing to stdout fails (a closed pipe,
+    /// a full disk), with the error.
     Json {
         run_id: String,
-        on_closed: Arc<dyn Fn() + Send + Sync>,
+        on_closed: OnStdoutLost,
     },
     /// A human renderer (stderr view, final answer on stdout).
     Human(Box<dyn Renderer>),
@@ -429,7 +434,11 @@ fn is_last(env: &Envelope) -> bool {
     matches!(env.event, Event::RunCompleted { .. })
 }
 
-fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() + Send + Sync)) {
+fn write_json(
+    rx: mpsc::Receiver<Envelope>,
+    run_id: &str,
+    on_closed: &(dyn Fn(&std::io::Error) + Send + Sync),
+) {
     let stdout = std::io::stdout();
     let mut buf = Vec::with_capacity(1024);
     let mut seq: u64 = 0;
@@ -442,10 +451,10 @@ fn write_json(rx: mpsc::Receiver<Envelope>, run_id: &str, on_closed: &(dyn Fn() 
         if !closed && write_line(&mut buf, &env.event, &stamp).is_ok() {
             seq += 1;
             let mut out = stdout.lock();
-            if out.write_all(&buf).and_then(|_| out.flush()).is_err() {
-                // EPIPE (or any write failure): stop writing, tell the run, keep draining.
+            if let Err(e) = out.write_all(&buf).and_then(|_| out.flush()) {
+                // EPIPE or any other failure: stop writing, tell the run, keep draining.
                 closed = true;
-                on_closed();
+                on_closed(&e);
             }
         }
         if last {

@@ -35,6 +35,8 @@ pub enum StopCause {
     Sigterm,
     Sighup,
     StdoutClosed,
+    /// Writing to stdout failed for another reason than a closed pipe (a full disk).
+    StdoutFailed,
     Timeout,
     Budget,
 }
@@ -84,6 +86,7 @@ pub fn status_for_cause(cause: StopCause) -> RunStatus {
     match cause {
         StopCause::Timeout => RunStatus::TimedOut,
         StopCause::Budget => RunStatus::BudgetExceeded,
+        StopCause::StdoutFailed => RunStatus::Failed,
         _ => RunStatus::Cancelled,
     }
 }

@@ -58,6 +58,7 @@ impl RunControl {
             Some(StopCause::Sigterm) => "Run terminated (SIGTERM)".into(),
             Some(StopCause::Sighup) => "Run terminated (SIGHUP)".into(),
             Some(StopCause::StdoutClosed) => "Run cancelled: stdout was closed".into(),
+            Some(StopCause::StdoutFailed) => "Run cancelled: cannot write to stdout".into(),
             None => "Run cancelled".into(),
         }
     }

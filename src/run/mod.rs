@@ -16,7 +16,7 @@ pub use spec::{LeadModel, RunSpec};
 use crate::agent::guards::Budget;
 use crate::agent::prompts::{self, DelegationInfo};
 use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, RunControl, RunShared};
-use crate::events::{start_writer, Event, EventSink, Output};
+use crate::events::{start_writer, Event, EventSink, OnStdoutLost, Output};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
 use crate::subagent::scheduler::SchedulerLimits;
@@ -41,11 +41,18 @@ pub async fn execute(spec: RunSpec) -> i32 {
     // Handlers first: a consumer that signals as soon as it sees `run_started` must get
     // `run_completed`, not the default disposition.
     signals::watch(control.clone(), spec.workspace.clone());
-    let on_closed: Arc<dyn Fn() + Send + Sync> = {
+    let stdout_failure: Arc<Mutex<Option<String>>> = Arc::default();
+    let on_closed: OnStdoutLost = {
         let (control, closed) = (control.clone(), stdout_closed.clone());
-        Arc::new(move || {
-            closed.store(true, Ordering::SeqCst);
-            control.stop(StopCause::StdoutClosed);
+        let failure = stdout_failure.clone();
+        Arc::new(move |e: &std::io::Error| {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                closed.store(true, Ordering::SeqCst);
+                control.stop(StopCause::StdoutClosed);
+            } else {
+                *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                control.stop(StopCause::StdoutFailed);
+            }
         })
     };
     stdout_watch::watch(on_closed.clone());
@@ -112,6 +119,11 @@ pub async fn execute(spec: RunSpec) -> i32 {
     if stdout_closed.load(Ordering::SeqCst) {
         code = EXIT_SIGPIPE;
     }
+    if let Some(why) = stdout_failure.lock().ok().and_then(|f| f.clone()) {
+        // The stream could not say it: the one line goes to stderr (§12), exit 1.
+        crate::logging::stderr_line(&format!("deerflow: cannot write to stdout: {why}"));
+        code = crate::outcome::EXIT_FAILED;
+    }
     code
 }
 
@@ -136,7 +148,7 @@ fn signalled_deadline_passed(control: &RunControl) -> bool {
     )
 }
 
-fn output_for(spec: &RunSpec, run_id: &str, on_closed: Arc<dyn Fn() + Send + Sync>) -> Output {
+fn output_for(spec: &RunSpec, run_id: &str, on_closed: OnStdoutLost) -> Output {
     if spec.json {
         Output::Json {
             run_id: run_id.to_string(),
@@ -320,6 +332,7 @@ fn cause_error(c: StopCause, spec: &RunSpec) -> String {
         StopCause::Sigterm => "Terminated by SIGTERM".into(),
         StopCause::Sighup => "Terminated by SIGHUP".into(),
         StopCause::StdoutClosed => "stdout was closed".into(),
+        StopCause::StdoutFailed => "cannot write to stdout".into(),
         StopCause::Timeout => format!(
             "Run timed out after {} seconds",
             crate::text::secs(spec.timeout_seconds.unwrap_or(0.0))

@@ -2,10 +2,8 @@
 //! in flight, human mode's answer still to come), so such a run stops as SIGPIPE would
 //! stop it instead of spending tokens on output nobody will read.
 
-use std::sync::Arc;
-
 /// Watches fd 1 when it is a pipe or a socket; calls `on_closed` once its reader is gone.
-pub fn watch(on_closed: Arc<dyn Fn() + Send + Sync>) {
+pub fn watch(on_closed: crate::events::OnStdoutLost) {
     if !is_pipe_or_socket() {
         return;
     }
@@ -25,7 +23,7 @@ pub fn watch(on_closed: Arc<dyn Fn() + Send + Sync>) {
             // With no events asked for, only POLLERR/POLLHUP/POLLNVAL can be reported: on a
             // pipe, POLLERR means the read end is closed.
             if fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                on_closed();
+                on_closed(&std::io::ErrorKind::BrokenPipe.into());
                 return;
             }
         });

@@ -13,7 +13,6 @@ pub fn restore_terminal() {
 }
 
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::events::{Envelope, Event, Renderer};
@@ -27,7 +26,7 @@ pub struct HumanView {
     live: Option<LiveView>,
     quiet: bool,
     color: bool,
-    on_closed: Arc<dyn Fn() + Send + Sync>,
+    on_closed: crate::events::OnStdoutLost,
 }
 
 /// `s` in the SGR colour `code` when `color` is on.
@@ -40,7 +39,7 @@ pub(crate) fn paint(color: bool, code: &str, s: &str) -> String {
 }
 
 impl HumanView {
-    pub fn new(quiet: bool, color: bool, on_closed: Arc<dyn Fn() + Send + Sync>) -> Self {
+    pub fn new(quiet: bool, color: bool, on_closed: crate::events::OnStdoutLost) -> Self {
         let progress = !quiet && std::io::stderr().is_terminal();
         Self {
             state: ViewState::new(),
@@ -101,12 +100,8 @@ impl HumanView {
             } else {
                 format!("{m}\n")
             };
-            if out
-                .write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .is_err()
-            {
-                (self.on_closed)();
+            if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                (self.on_closed)(&e);
             }
         }
         if let Some(e) = error {

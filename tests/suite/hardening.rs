@@ -207,3 +207,48 @@ async fn a_config_with_a_bom_and_crlf_loads_and_an_endless_one_is_refused() {
     assert_eq!(out.code, 78, "{}", out.stderr);
     assert!(out.stderr.contains("16 MiB"), "{}", out.stderr);
 }
+
+/// `deerflow ARGS > /dev/full`: the exit code and stderr.
+fn to_full_disk(args: &[&str], cwd: &Path) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env(
+            "HOME",
+            std::env::temp_dir().join("deerflow-test-home-empty"),
+        )
+        .stdin(Stdio::null())
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_full_disk_on_stdout_is_exit_1_with_one_line() {
+    let ws = workspace();
+    let model = answer_cassette(ws.path());
+    for mode in [&["--json"][..], &["-q"][..]] {
+        let mut args = vec!["run", "-m", &model];
+        args.extend_from_slice(mode);
+        args.push("go");
+        let (code, stderr) = to_full_disk(&args, ws.path());
+        assert_eq!(code, 1, "{mode:?}: {stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("deerflow: cannot write to stdout: No space left")),
+            "{stderr}"
+        );
+    }
+}
