@@ -107,7 +107,7 @@ pub fn redact(err: ModelError, api_key: Option<&str>) -> ModelError {
     let Some(key) = api_key.filter(|k| k.len() >= 4) else {
         return err;
     };
-    let clean = |m: String| m.replace(key, "[redacted]");
+    let clean = |m: String| scrub(&m, key);
     match err {
         ModelError::Http {
             provider,
@@ -132,14 +132,50 @@ pub fn redact(err: ModelError, api_key: Option<&str>) -> ModelError {
             provider,
             message: clean(message),
         },
+        ModelError::Refused { provider, message } => ModelError::Refused {
+            provider,
+            message: clean(message),
+        },
         ModelError::Script(message) => ModelError::Script(clean(message)),
         ModelError::Cancelled => ModelError::Cancelled,
     }
 }
 
+/// `message` without `key`: every whole occurrence, and a start of it left at the end by an
+/// earlier cut (`…sk-abcd…`), which would otherwise leak a prefix of the key.
+fn scrub(message: &str, key: &str) -> String {
+    let mut out = message.replace(key, "[redacted]");
+    let (body, mark) = match out.strip_suffix('…') {
+        Some(b) => (b.to_string(), "…"),
+        None => (out.clone(), ""),
+    };
+    for len in (4..key.len()).rev() {
+        if key.is_char_boundary(len) && body.ends_with(&key[..len]) {
+            out = format!("{}[redacted]{mark}", &body[..body.len() - len]);
+            break;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_cut_by_a_clip_is_still_redacted() {
+        let key = "sk-secret-1234567890";
+        let clipped = clip(&format!("bad key {key} echoed"), 16);
+        assert_eq!(clipped, "bad key sk-secre…");
+        assert_eq!(scrub(&clipped, key), "bad key [redacted]…");
+        assert_eq!(
+            scrub(&format!("{key} and {key}"), key),
+            "[redacted] and [redacted]"
+        );
+        assert_eq!(scrub("nothing here", key), "nothing here");
+        // Three characters of a key say nothing; a word that happens to end like one stays.
+        assert_eq!(scrub("ask-", key), "ask-");
+    }
 
     const OVERFLOW: &str =
         include_str!("../../../shared/fixtures/llama-server/error_context_overflow.txt");

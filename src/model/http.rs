@@ -149,11 +149,62 @@ pub fn build_client(
 ) -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
         .connect_timeout(settings.connect_timeout)
+        .redirect(same_origin_redirects())
         .build()
         .map_err(|e| ModelError::Connect {
             provider: provider.to_string(),
             message: format!("cannot set up the HTTP client: {}", error_chain(&e)),
         })
+}
+
+/// Redirects are followed only within the origin (scheme, host, port) of the request: the
+/// key headers and the whole conversation must never reach another server (contract §12).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |u: &reqwest::Url| {
+            (
+                u.scheme().to_string(),
+                u.host_str().map(String::from),
+                u.port_or_known_default(),
+            )
+        };
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| origin(first) == origin(attempt.url()));
+        if attempt.previous().len() > 10 {
+            attempt.error("too many redirects")
+        } else if same {
+            attempt.follow()
+        } else {
+            let target = redact_url(attempt.url());
+            attempt.error(CrossOrigin(target))
+        }
+    })
+}
+
+/// The error a cross-origin redirect ends a request with.
+#[derive(Debug)]
+struct CrossOrigin(String);
+
+impl std::fmt::Display for CrossOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server redirected to another origin ({}); deerflow does not follow it",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for CrossOrigin {}
+
+/// A URL without its user and password.
+fn redact_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.to_string()
 }
 
 /// `base_url` + `path`, without a doubled `/`.
@@ -211,19 +262,25 @@ impl StreamCall<'_> {
         for (name, value) in &self.headers {
             request = request.header(*name, value);
         }
+        // No idle bound before the first byte: a local server may think about a long prompt
+        // for minutes; the whole-request timeout governs until the response starts (§12).
         let idle = self.settings.stream_idle_timeout;
-        let response = tokio::time::timeout(idle, request.send())
-            .await
-            .map_err(|_| idle_timeout(self.provider, idle))?
-            .map_err(|e| self.send_error(&e))?;
+        let response = request.send().await.map_err(|e| self.send_error(&e))?;
         if response.status().is_success() {
             return Ok(response);
         }
         Err(http_error(self.provider, response, idle).await)
     }
 
-    /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout.
+    /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout,
+    /// or a redirect deerflow would not follow.
     fn send_error(&self, err: &reqwest::Error) -> ModelError {
+        if let Some(cross) = find_source::<CrossOrigin>(err) {
+            return ModelError::Refused {
+                provider: self.provider.to_string(),
+                message: cross.to_string(),
+            };
+        }
         let message = if err.is_timeout() {
             format!(
                 "connection timed out after {} s",
@@ -237,6 +294,20 @@ impl StreamCall<'_> {
             message,
         }
     }
+}
+
+/// The first error of type `E` in `err`'s source chain.
+fn find_source<'a, E: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        cur = e.source();
+    }
+    None
 }
 
 fn is_json(response: &reqwest::Response) -> bool {

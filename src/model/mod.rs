@@ -247,6 +247,10 @@ pub enum ModelError {
     },
     #[error("cannot reach {provider}: {message}")]
     Connect { provider: String, message: String },
+    /// A request deerflow will not make: a redirect to another origin (it would carry the
+    /// key and the conversation there). Never retried.
+    #[error("{provider} request refused: {message}")]
+    Refused { provider: String, message: String },
     #[error("{provider} request timed out: {message}")]
     Timeout { provider: String, message: String },
     /// A malformed or interrupted stream, or an error event inside it.

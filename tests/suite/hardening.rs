@@ -252,3 +252,61 @@ fn a_full_disk_on_stdout_is_exit_1_with_one_line() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_to_another_origin_is_refused_and_carries_nothing_there() {
+    use super::openai_http::{assert_no_key, config, run};
+    use crate::support::{MockServer, Reply};
+    for provider in ["openai", "anthropic"] {
+        let origin = MockServer::start().await;
+        let elsewhere = MockServer::start().await;
+        elsewhere.push_reply(Reply::text("stolen"));
+        let target = format!("{}/v1/chat/completions", elsewhere.url());
+        origin.push_reply(Reply::status(307).header("Location", target.clone()));
+        let ws = workspace();
+        let base = if provider == "openai" {
+            origin.url()
+        } else {
+            origin.anthropic_url()
+        };
+        let cfg = config(ws.path(), provider, &base, "");
+        let out = run(&cfg, ws.path(), "hi").json().await;
+        assert_eq!(out.code, 1, "{provider}: {}", out.stderr);
+        let err = out.completed()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(err.contains("another origin"), "{err}");
+        assert!(err.contains(&elsewhere.url()), "{err}");
+        assert_eq!(
+            elsewhere.request_count(),
+            0,
+            "{provider}: followed the redirect"
+        );
+        assert_eq!(
+            origin.request_count(),
+            1,
+            "{provider}: a refusal is not retried"
+        );
+        assert_no_key(&out);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_first_byte_is_bounded_by_the_request_timeout_not_the_idle_timeout() {
+    use super::openai_http::{config, run};
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    // A local server evaluating a long prompt: silence before the response starts.
+    server.push_reply(Reply::text("thought about it").delay_ms(1500));
+    let ws = workspace();
+    let cfg = config(
+        ws.path(),
+        "openai",
+        &server.url(),
+        ", stream_idle_timeout: 1",
+    );
+    let out = run(&cfg, ws.path(), "hi").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "thought about it");
+}
