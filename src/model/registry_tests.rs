@@ -21,10 +21,16 @@ fn row(name: &str) -> &'static ProviderInfo {
     &PROVIDERS.iter().find(|p| p.info.name == name).unwrap().info
 }
 
+/// Pinned loosely on purpose: a new row must not need an edit here.
 #[test]
 fn the_table_lists_every_provider_once() {
     let names: Vec<&str> = PROVIDERS.iter().map(|p| p.info.name).collect();
-    assert_eq!(names, ["openai", "anthropic", "replay"]);
+    for (i, name) in names.iter().enumerate() {
+        assert!(!names[..i].contains(name), "{name} twice");
+    }
+    for name in ["openai", "anthropic", "replay"] {
+        assert!(names.contains(&name), "{name}");
+    }
     let rest = PROVIDERS
         .iter()
         .filter(|p| p.info.deerflow_classes == DeerFlowClasses::Rest)
@@ -33,27 +39,29 @@ fn the_table_lists_every_provider_once() {
         rest, 1,
         "one row takes the DeerFlow classes no other claims"
     );
-    let p = providers();
-    assert_eq!(
-        p.spec_forms(),
-        "openai:MODEL, anthropic:MODEL or replay:PATH"
-    );
-    assert_eq!(
-        p.spec_examples(),
-        "openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, replay:PATH"
-    );
+    let (forms, examples) = (providers().spec_forms(), providers().spec_examples());
+    for want in ["openai:MODEL, ", "anthropic:MODEL", "replay:PATH"] {
+        assert!(forms.contains(want), "{forms}");
+    }
+    for want in [
+        "openai:gpt-4o-mini",
+        "anthropic:claude-sonnet-4-5",
+        "replay:PATH",
+    ] {
+        assert!(examples.contains(want), "{examples}");
+    }
 }
 
-/// config's tests run against a copy of the table; it must say what the real one says.
+/// config's tests run against a copy of some rows; each must say what the real row says.
 #[test]
 fn config_tests_use_this_table() {
-    let copy: Vec<&ProviderInfo> = config::testing::ROWS.iter().collect();
-    let real: Vec<&ProviderInfo> = PROVIDERS.iter().map(|p| &p.info).collect();
-    assert_eq!(copy.len(), real.len());
-    for (c, r) in copy.iter().zip(&real) {
+    for c in &config::testing::ROWS {
+        let r = row(c.name);
         assert_eq!(
-            (c.name, c.example_model, c.deerflow_classes),
-            (r.name, r.example_model, r.deerflow_classes)
+            (c.example_model, c.deerflow_classes),
+            (r.example_model, r.deerflow_classes),
+            "{}",
+            c.name
         );
         match (&c.endpoint, &r.endpoint) {
             (None, None) => {}
