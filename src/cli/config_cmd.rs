@@ -16,6 +16,7 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         explicit: config_path,
         sets: Vec::new(),
         cwd,
+        providers: crate::model::registry::providers(),
     };
     if let ConfigAction::Check { json } = action {
         return check(&opts, json);

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::deerflow::provider_of;
 use super::keypath::{KeyPath, Problem, Seg};
 use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
 
@@ -60,8 +59,7 @@ fn decode_models(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> Vec<Mo
     };
     let mut models = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        if let Some(mut entry) = decode_as::<ModelEntry>(item, &at.index(i), problems) {
-            entry.provider = provider_of(&entry.use_);
+        if let Some(entry) = decode_as::<ModelEntry>(item, &at.index(i), problems) {
             models.push(entry);
         }
     }

@@ -2,26 +2,47 @@
 //! sandboxes. (Which of DeerFlow's keys deerflow reads is the serde model's to say:
 //! `schema.rs`, `ignored.rs`.)
 
-use super::providers;
-use super::schema::ProviderKind;
+use super::providers::{DeerFlowClasses, ProviderInfo, Providers};
 
-/// Maps a model's `use:` to a provider. Plain names are deerflow's own; anything with a
-/// `:` or `.` is a DeerFlow (LangChain) class path.
-pub fn provider_of(use_: &str) -> ProviderKind {
+/// Maps a model's `use:` to a row of the provider table. Plain names are the rows' own
+/// (case-insensitive); anything else is a DeerFlow (LangChain) class path, which goes to
+/// the row whose [`DeerFlowClasses`] claim it, else to the `Rest` row. `None`: no row
+/// serves it (Gemini's native API), an error only when the model is used.
+pub fn provider_of(use_: &str, providers: &Providers) -> Option<&'static ProviderInfo> {
     let trimmed = use_.trim();
-    if let Some(row) = providers::by_name(&trimmed.to_ascii_lowercase()) {
-        return row.kind.clone();
+    if let Some(row) = providers.by_name(&trimmed.to_ascii_lowercase()) {
+        return Some(row);
     }
     let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
     if is_gemini_native(module, class) {
-        ProviderKind::Unsupported(trimmed.to_string())
-    } else if class.contains("Anthropic") {
-        ProviderKind::Anthropic
-    } else {
-        // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, … all speak
-        // (or are served through) the OpenAI chat-completions API.
-        ProviderKind::OpenAi
+        return None;
     }
+    let claimed = providers.iter().find(|p| match p.deerflow_classes {
+        DeerFlowClasses::NameContains(part) => class.contains(part),
+        DeerFlowClasses::None | DeerFlowClasses::Rest => false,
+    });
+    claimed.or_else(|| {
+        providers
+            .iter()
+            .find(|p| p.deerflow_classes == DeerFlowClasses::Rest)
+    })
+}
+
+/// Why a `use:` that [`provider_of`] maps to no row cannot be served, and what to do.
+pub fn unsupported(use_: &str, providers: &Providers) -> String {
+    let trimmed = use_.trim();
+    let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
+    if is_gemini_native(module, class) {
+        return format!(
+            "use: {trimmed} is not supported (deerflow has no client for Gemini's native \
+             API); point it at an OpenAI-compatible endpoint with use: openai and base_url"
+        );
+    }
+    let names: Vec<&str> = providers.iter().map(|p| p.name).collect();
+    format!(
+        "use: {trimmed} is not supported (no provider serves it); use one of: {}",
+        names.join(", ")
+    )
 }
 
 /// Gemini's native SDK classes speak Google's own API, which deerflow has no client for.
@@ -47,42 +68,73 @@ pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::providers::testing;
     use super::*;
 
     #[test]
     fn class_path_table() {
-        let o = ProviderKind::OpenAi;
-        let a = ProviderKind::Anthropic;
+        let providers = testing::providers();
         let cases = [
-            ("openai", o.clone()),
-            ("OpenAI", o.clone()),
-            ("anthropic", a.clone()),
-            ("replay", ProviderKind::Replay),
-            ("langchain_openai:ChatOpenAI", o.clone()),
-            ("langchain_deepseek:ChatDeepSeek", o.clone()),
+            ("openai", Some("openai")),
+            ("OpenAI", Some("openai")),
+            ("anthropic", Some("anthropic")),
+            ("replay", Some("replay")),
+            ("langchain_openai:ChatOpenAI", Some("openai")),
+            ("langchain_deepseek:ChatDeepSeek", Some("openai")),
             (
                 "deerflow.models.patched_deepseek:PatchedChatDeepSeek",
-                o.clone(),
+                Some("openai"),
             ),
             (
                 "deerflow.models.patched_openai:PatchedChatOpenAI",
-                o.clone(),
+                Some("openai"),
             ),
-            ("deerflow.models.vllm_provider:VllmChatModel", o.clone()),
-            ("langchain_ollama:ChatOllama", o.clone()),
-            ("langchain_anthropic:ChatAnthropic", a.clone()),
-            ("my.pkg:PatchedChatAnthropic", a.clone()),
-            ("something:Else", o.clone()),
             (
-                "langchain_google_genai:ChatGoogleGenerativeAI",
-                ProviderKind::Unsupported("langchain_google_genai:ChatGoogleGenerativeAI".into()),
+                "deerflow.models.vllm_provider:VllmChatModel",
+                Some("openai"),
+            ),
+            ("langchain_ollama:ChatOllama", Some("openai")),
+            ("langchain_anthropic:ChatAnthropic", Some("anthropic")),
+            ("my.pkg:PatchedChatAnthropic", Some("anthropic")),
+            ("something:Else", Some("openai")),
+            ("langchain_google_genai:ChatGoogleGenerativeAI", None),
+            // Google's SDKs speak Google's API whatever the class is named.
+            (
+                "langchain_google_vertexai.model_garden:ChatAnthropicVertex",
+                None,
             ),
         ];
         for (use_, want) in cases {
-            assert_eq!(provider_of(use_), want, "{use_}");
+            assert_eq!(
+                provider_of(use_, &providers).map(|p| p.name),
+                want,
+                "{use_}"
+            );
         }
         assert!(is_ollama("langchain_ollama:ChatOllama"));
         assert!(!is_ollama("openai"));
+    }
+
+    #[test]
+    fn classes_go_only_where_a_row_claims_them() {
+        // Without a `Rest` row, an unclaimed class has no provider.
+        let no_rest = Providers::new(&testing::ROWS[1..]);
+        assert_eq!(provider_of("langchain_openai:ChatOpenAI", &no_rest), None);
+        assert_eq!(
+            provider_of("x:ChatAnthropic", &no_rest).map(|p| p.name),
+            Some("anthropic")
+        );
+        assert_eq!(
+            unsupported("langchain_openai:ChatOpenAI", &no_rest),
+            "use: langchain_openai:ChatOpenAI is not supported (no provider serves it); \
+             use one of: anthropic, replay"
+        );
+        assert_eq!(
+            unsupported(" langchain_google_genai:ChatGoogleGenerativeAI", &no_rest),
+            "use: langchain_google_genai:ChatGoogleGenerativeAI is not supported (deerflow \
+             has no client for Gemini's native API); point it at an OpenAI-compatible \
+             endpoint with use: openai and base_url"
+        );
     }
 
     #[test]

@@ -6,17 +6,19 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::decode::decode;
+use super::deerflow::provider_of;
 use super::env::{expand_tree, Env};
 use super::error::ConfigError;
 use super::ignored::strip_ignored;
 use super::keypath::{KeyPath, Problem};
 use super::locate::line_of;
+use super::providers::Providers;
 use super::schema::Config;
 use super::set::{apply_set, SetOverride};
 use super::validate::validate;
 
-/// What `load` needs from the command line.
-#[derive(Debug, Clone, Default)]
+/// What `load` needs from the command line, and the providers models resolve against.
+#[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// `--config PATH` (relative to `cwd`).
     pub explicit: Option<PathBuf>,
@@ -24,6 +26,8 @@ pub struct LoadOptions {
     pub sets: Vec<SetOverride>,
     /// The process's current directory (not `-C`).
     pub cwd: PathBuf,
+    /// The provider table (`model::registry::providers()`): `use:` maps to its rows.
+    pub providers: Providers,
 }
 
 /// The effective configuration and where it came from.
@@ -38,6 +42,8 @@ pub struct LoadedConfig {
     pub ignored: Vec<String>,
     /// Other non-fatal notes.
     pub warnings: Vec<String>,
+    /// The table the models were mapped with and resolve against.
+    pub providers: Providers,
 }
 
 impl LoadedConfig {
@@ -87,6 +93,9 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     let mut problems = Vec::new();
     let root = expand_used_sections(root, env, &mut problems);
     let mut config = decode(&root, &mut problems);
+    for m in &mut config.models {
+        m.provider = provider_of(&m.use_, &opts.providers);
+    }
     let mut warnings = Vec::new();
     validate(&mut config, &mut problems, &mut warnings);
     if !problems.is_empty() {
@@ -107,6 +116,7 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         base_dir,
         ignored,
         warnings,
+        providers: opts.providers.clone(),
     })
 }
 

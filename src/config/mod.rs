@@ -9,7 +9,8 @@
 //!
 //! The module is a leaf: it imports nothing from the rest of the crate, so every layer can
 //! read the configuration. Checks that need another module's knowledge (which tools exist)
-//! live with that module and take the loaded config.
+//! live with that module and take the loaded config; knowledge it needs while loading (the
+//! provider table, owned by `model::registry`) it is given in [`LoadOptions`].
 
 mod decode;
 mod deerflow;
@@ -34,10 +35,12 @@ pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };
-pub use providers::{HttpSettings, Provider, PROVIDERS};
+#[cfg(test)]
+pub(crate) use providers::testing;
+pub use providers::{base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::{
-    AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, ProviderKind,
-    SandboxConfig, SkillsConfig, SubagentsConfig, TokenBudgetConfig,
+    AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, SandboxConfig,
+    SkillsConfig, SubagentsConfig, TokenBudgetConfig,
 };
 pub use set::{parse_set, SetOverride};

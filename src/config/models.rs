@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::deerflow::is_ollama;
+use super::deerflow::{is_ollama, unsupported};
 use super::env::{expand, unset_message, Env};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
-use super::providers::{self, Endpoint, HttpSettings};
-use super::schema::{Config, ModelEntry, Price, ProviderKind};
+use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers};
+use super::schema::{Config, ModelEntry, Price};
 
 /// langchain_ollama's default server.
 const OLLAMA_URL: &str = "http://localhost:11434";
@@ -19,13 +19,13 @@ const OLLAMA_URL: &str = "http://localhost:11434";
 pub struct ResolvedModel {
     /// As the user chose it: the `models[].name`, or the `PROVIDER:MODEL` text.
     pub name: String,
-    /// Which client serves it (`model::registry` builds it).
-    pub kind: ProviderKind,
+    /// The provider table's row that serves it (`model::registry` builds its client).
+    pub row: &'static ProviderInfo,
     /// The provider's model id; for replay the cassette path as written.
     pub model: String,
-    /// openai/anthropic only.
+    /// For a row with an endpoint (openai, anthropic).
     pub http: Option<HttpSettings>,
-    /// replay only: an absolute path to a readable file.
+    /// For a row without one (replay): an absolute path to a readable file.
     pub cassette: Option<PathBuf>,
     pub price: Option<Price>,
 }
@@ -76,28 +76,29 @@ pub fn resolve_model_with(
         return resolve_entry(loaded, i, env);
     }
     let Some((provider, model)) = spec.split_once(':') else {
-        return Err(unknown_model(spec, &loaded.config));
+        return Err(unknown_model(spec, loaded));
     };
     if model.trim().is_empty() {
         return Err(ConfigError::Model(format!(
             "model '{spec}': the part after '{provider}:' is empty; use e.g. openai:gpt-4o-mini"
         )));
     }
-    let Some(row) = providers::by_name(provider) else {
+    let providers = &loaded.providers;
+    let Some(row) = providers.by_name(provider) else {
         return Err(ConfigError::Model(format!(
             "unknown model provider '{provider}' in '{spec}': use {}{}",
-            providers::spec_forms(),
+            providers.spec_forms(),
             configured_hint(&loaded.config)
         )));
     };
     match &row.endpoint {
         Some(endpoint) => {
-            let http = spec_http(endpoint, model, env, spec)?;
-            Ok(ResolvedModel::http(spec, &row.kind, http, None))
+            let http = spec_http(providers, endpoint, model, env, spec)?;
+            Ok(ResolvedModel::http(spec, row, http, None))
         }
         None => {
             let path = readable_cassette(&cwd.join(model), spec)?;
-            Ok(ResolvedModel::replay(spec, model, path, None))
+            Ok(ResolvedModel::replay(spec, row, model, path, None))
         }
     }
 }
@@ -105,13 +106,18 @@ pub fn resolve_model_with(
 impl ResolvedModel {
     /// The provider's name, as events show it: `openai`, `anthropic` or `replay`.
     pub fn provider(&self) -> &'static str {
-        self.kind.as_str()
+        self.row.name
     }
 
-    fn http(name: &str, kind: &ProviderKind, http: HttpSettings, price: Option<Price>) -> Self {
+    fn http(
+        name: &str,
+        row: &'static ProviderInfo,
+        http: HttpSettings,
+        price: Option<Price>,
+    ) -> Self {
         Self {
             name: name.to_string(),
-            kind: kind.clone(),
+            row,
             model: http.model.clone(),
             http: Some(http),
             cassette: None,
@@ -119,10 +125,16 @@ impl ResolvedModel {
         }
     }
 
-    fn replay(name: &str, text: &str, cassette: PathBuf, price: Option<Price>) -> Self {
+    fn replay(
+        name: &str,
+        row: &'static ProviderInfo,
+        text: &str,
+        cassette: PathBuf,
+        price: Option<Price>,
+    ) -> Self {
         Self {
             name: name.to_string(),
-            kind: ProviderKind::Replay,
+            row,
             model: text.to_string(),
             http: None,
             cassette: Some(cassette),
@@ -133,6 +145,7 @@ impl ResolvedModel {
 
 /// `openai:NAME` / `anthropic:NAME` without a config entry: everything from the environment.
 fn spec_http(
+    providers: &Providers,
     endpoint: &Endpoint,
     model: &str,
     env: &Env,
@@ -142,7 +155,7 @@ fn spec_http(
         .get(endpoint.url_var)
         .unwrap_or_else(|| endpoint.default_url.to_string());
     let key = env_key(endpoint, env);
-    if key.is_none() && providers::needs_key(&base) {
+    if key.is_none() && providers.needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
             "model '{spec}' needs an API key: set {} (or add a models: entry with api_key)",
             key_var(endpoint)
@@ -176,27 +189,17 @@ pub(super) fn resolve_entry(
 ) -> Result<ResolvedModel, ConfigError> {
     let m = &loaded.config.models[i];
     let at = format!("models[{i}]");
-    let kind = match &m.provider {
-        ProviderKind::Unsupported(class) => {
-            return Err(ConfigError::Model(format!(
-                "{at} ('{}'): use: {class} is not supported (deerflow has no client for \
-                 Gemini's native API); point it at an OpenAI-compatible endpoint with use: \
-                 openai and base_url",
-                m.name
-            )))
-        }
-        kind => kind,
-    };
-    let Some(row) = providers::of_kind(kind) else {
+    let providers = &loaded.providers;
+    let Some(row) = m.provider else {
         return Err(ConfigError::Model(format!(
-            "{at} ('{}'): provider {} has no client",
+            "{at} ('{}'): {}",
             m.name,
-            kind.as_str()
+            unsupported(&m.use_, providers)
         )));
     };
     if let Some(endpoint) = &row.endpoint {
-        let http = entry_http(m, endpoint, &at, env)?;
-        return Ok(ResolvedModel::http(&m.name, kind, http, m.price.clone()));
+        let http = entry_http(providers, m, endpoint, &at, env)?;
+        return Ok(ResolvedModel::http(&m.name, row, http, m.price.clone()));
     }
     let Some(raw) = &m.cassette else {
         return Err(ConfigError::Model(format!(
@@ -205,10 +208,17 @@ pub(super) fn resolve_entry(
     };
     let text = field(raw, &at, "cassette", env)?;
     let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
-    Ok(ResolvedModel::replay(&m.name, &text, path, m.price.clone()))
+    Ok(ResolvedModel::replay(
+        &m.name,
+        row,
+        &text,
+        path,
+        m.price.clone(),
+    ))
 }
 
 fn entry_http(
+    providers: &Providers,
     m: &ModelEntry,
     endpoint: &Endpoint,
     at: &str,
@@ -239,7 +249,7 @@ fn entry_http(
         Some(raw) => Some(field(raw, at, "api_key", env)?).filter(|k| !k.trim().is_empty()),
         None => env_key(endpoint, env),
     };
-    if key.is_none() && providers::needs_key(&base) {
+    if key.is_none() && providers.needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
             "{at} ('{}') needs an API key: set api_key in the config or {}",
             m.name,
@@ -285,11 +295,11 @@ fn readable_cassette(path: &Path, name: &str) -> Result<PathBuf, ConfigError> {
     }
 }
 
-fn unknown_model(spec: &str, cfg: &Config) -> ConfigError {
+fn unknown_model(spec: &str, loaded: &LoadedConfig) -> ConfigError {
     ConfigError::Model(format!(
         "unknown model '{spec}': use PROVIDER:MODEL ({}){}",
-        providers::spec_examples(),
-        configured_hint(cfg)
+        loaded.providers.spec_examples(),
+        configured_hint(&loaded.config)
     ))
 }
 

@@ -1,22 +1,33 @@
-//! The providers deerflow can serve, as data: the names `use:` and `--model PROVIDER:…`
-//! accept, where each finds its key and base URL, and the connection settings a model
-//! resolves to. The clients themselves live in `model::providers`, and
-//! `model::registry` maps each [`ProviderKind`] to its constructor; config only needs to
-//! know enough to resolve and check a model without building it, so it stays a leaf.
+//! The providers a model can be resolved against, as data config is given: config knows
+//! no provider of its own. `model::registry` owns the table (one row per provider: this
+//! data plus the client's constructor) and the caller hands its [`Providers`] to
+//! [`load`](super::load) in [`LoadOptions`](super::LoadOptions); resolution, the DeerFlow
+//! class mapping and `config check` read only those rows. So a new provider is a row
+//! there and a client file beside it, and config stays a leaf that imports nothing.
 
 use std::time::Duration;
 
-use super::schema::ProviderKind;
-
-/// One provider deerflow has a client for.
+/// One provider as config sees it: the name `use:` and `--model PROVIDER:…` accept, where
+/// its key and base URL come from, and which DeerFlow classes it serves.
 #[derive(Debug)]
-pub struct Provider {
-    pub kind: ProviderKind,
+pub struct ProviderInfo {
+    /// The `use:` value, the `PROVIDER:` of `--model PROVIDER:MODEL`, and the `provider`
+    /// of events. Unique in a table: rows are compared by it.
+    pub name: &'static str,
     /// A model id for examples in messages (`openai:gpt-4o-mini`); `None` for a provider
     /// whose `--model` part is a path.
     pub example_model: Option<&'static str>,
-    /// Where an HTTP provider's key and base URL come from; `None` for replay.
+    /// Where an HTTP provider's key and base URL come from; `None` for a provider whose
+    /// `--model` part is a cassette path (replay).
     pub endpoint: Option<Endpoint>,
+    /// The DeerFlow (LangChain) `use:` class paths this provider serves.
+    pub deerflow_classes: DeerFlowClasses,
+}
+
+impl PartialEq for ProviderInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
 }
 
 /// How an HTTP provider is reached when the config does not say.
@@ -31,103 +42,93 @@ pub struct Endpoint {
     /// The hosted API's host: a base URL on it needs a key, any other (a local llama.cpp,
     /// Ollama or vLLM, a gateway) may not.
     pub hosted: &'static str,
-    /// The base URL as the client wants it (each client appends its own path).
+    /// The base URL as the client wants it (each client appends its own path); the
+    /// [`base_url`] helpers cover the usual shapes.
     pub normalize_base: fn(&str) -> String,
 }
 
-/// Every provider, in the order messages list them. Adding one = a [`ProviderKind`]
-/// variant (its name is `ProviderKind::as_str`), a row here, and its constructor in
-/// `model::registry` (a `match` there fails to compile until it has one).
-pub static PROVIDERS: &[Provider] = &[
-    Provider {
-        kind: ProviderKind::OpenAi,
-        example_model: Some("gpt-4o-mini"),
-        endpoint: Some(Endpoint {
-            key_vars: &["OPENAI_API_KEY"],
-            url_var: "OPENAI_BASE_URL",
-            default_url: "https://api.openai.com/v1",
-            hosted: "api.openai.com",
-            normalize_base: no_trailing_slash,
-        }),
-    },
-    Provider {
-        kind: ProviderKind::Anthropic,
-        example_model: Some("claude-sonnet-4-5"),
-        endpoint: Some(Endpoint {
-            key_vars: &["ANTHROPIC_API_KEY"],
-            url_var: "ANTHROPIC_BASE_URL",
-            default_url: "https://api.anthropic.com",
-            hosted: "api.anthropic.com",
-            normalize_base: without_v1,
-        }),
-    },
-    Provider {
-        kind: ProviderKind::Replay,
-        example_model: None,
-        endpoint: None,
-    },
-];
+/// Which DeerFlow class paths (`module:Class`) map to a provider. Classes of Google's own
+/// SDKs map to none (`deerflow::provider_of`): they speak an API no row serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeerFlowClasses {
+    /// Only `use: NAME` selects it.
+    None,
+    /// Classes whose name contains this text (`ChatAnthropic`, `PatchedChatAnthropic`).
+    NameContains(&'static str),
+    /// Every class no other row claims: most LangChain classes speak (or are served
+    /// through) the OpenAI chat-completions API. One row of a table at most.
+    Rest,
+}
 
-impl Provider {
-    /// The `use:` value, the `PROVIDER:` of `--model PROVIDER:MODEL`, and the `provider`
-    /// of events.
-    pub fn name(&self) -> &'static str {
-        self.kind.as_str()
+/// The provider table config resolves against, in the order messages list the providers.
+#[derive(Debug, Clone)]
+pub struct Providers {
+    rows: Vec<&'static ProviderInfo>,
+}
+
+impl Providers {
+    pub fn new(rows: impl IntoIterator<Item = &'static ProviderInfo>) -> Self {
+        Self {
+            rows: rows.into_iter().collect(),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'static ProviderInfo> + '_ {
+        self.rows.iter().copied()
+    }
+
+    /// The row of a provider by its name (`openai`).
+    pub fn by_name(&self, name: &str) -> Option<&'static ProviderInfo> {
+        self.iter().find(|p| p.name == name)
+    }
+
+    /// The hosted APIs need a key; a custom base URL (Ollama, llama.cpp, vLLM) may not.
+    pub fn needs_key(&self, base: &str) -> bool {
+        self.iter()
+            .filter_map(|p| p.endpoint.as_ref())
+            .any(|e| base.contains(&format!("://{}", e.hosted)))
+    }
+
+    /// `openai:MODEL, anthropic:MODEL or replay:PATH`: every accepted `--model` form.
+    pub fn spec_forms(&self) -> String {
+        let forms: Vec<String> = self
+            .iter()
+            .map(|p| match p.example_model {
+                Some(_) => format!("{}:MODEL", p.name),
+                None => format!("{}:PATH", p.name),
+            })
+            .collect();
+        match forms.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => forms.join(""),
+        }
+    }
+
+    /// `openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, replay:PATH`: one example of each.
+    pub fn spec_examples(&self) -> String {
+        let examples: Vec<String> = self
+            .iter()
+            .map(|p| format!("{}:{}", p.name, p.example_model.unwrap_or("PATH")))
+            .collect();
+        examples.join(", ")
     }
 }
 
-/// The row of a provider by its name (`openai`).
-pub fn by_name(name: &str) -> Option<&'static Provider> {
-    PROVIDERS.iter().find(|p| p.name() == name)
-}
-
-/// The row of a kind; `None` for [`ProviderKind::Unsupported`].
-pub fn of_kind(kind: &ProviderKind) -> Option<&'static Provider> {
-    PROVIDERS.iter().find(|p| p.kind == *kind)
-}
-
-/// The hosted APIs need a key; a custom base URL (Ollama, llama.cpp, vLLM) may not.
-pub fn needs_key(base: &str) -> bool {
-    PROVIDERS
-        .iter()
-        .filter_map(|p| p.endpoint.as_ref())
-        .any(|e| base.contains(&format!("://{}", e.hosted)))
-}
-
-/// `openai:MODEL, anthropic:MODEL or replay:PATH`: every accepted `--model` form.
-pub fn spec_forms() -> String {
-    let forms: Vec<String> = PROVIDERS
-        .iter()
-        .map(|p| match p.example_model {
-            Some(_) => format!("{}:MODEL", p.name()),
-            None => format!("{}:PATH", p.name()),
-        })
-        .collect();
-    match forms.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => forms.join(""),
+/// Base-URL normalisations for [`Endpoint::normalize_base`].
+pub mod base_url {
+    /// Without surrounding blanks or a trailing `/` (a client appending `/chat/completions`
+    /// to a base up to `/v1`).
+    pub fn trimmed(base: &str) -> String {
+        base.trim().trim_end_matches('/').to_string()
     }
-}
 
-/// `openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, replay:PATH`: one example of each.
-pub fn spec_examples() -> String {
-    let examples: Vec<String> = PROVIDERS
-        .iter()
-        .map(|p| format!("{}:{}", p.name(), p.example_model.unwrap_or("PATH")))
-        .collect();
-    examples.join(", ")
-}
-
-fn no_trailing_slash(base: &str) -> String {
-    base.trim().trim_end_matches('/').to_string()
-}
-
-/// Anthropic's base goes without `/v1` (the client adds `/v1/messages`).
-fn without_v1(base: &str) -> String {
-    let trimmed = no_trailing_slash(base);
-    match trimmed.strip_suffix("/v1") {
-        Some(stripped) => stripped.to_string(),
-        None => trimmed,
+    /// [`trimmed`] and without a final `/v1`, for a client that adds `/v1/…` itself.
+    pub fn without_v1(base: &str) -> String {
+        let trimmed = trimmed(base);
+        match trimmed.strip_suffix("/v1") {
+            Some(stripped) => stripped.to_string(),
+            None => trimmed,
+        }
     }
 }
 
@@ -136,8 +137,8 @@ fn without_v1(base: &str) -> String {
 pub struct HttpSettings {
     /// The provider's model id (`gpt-4o-mini`).
     pub model: String,
-    /// openai: up to `/v1` (the client adds `/chat/completions`);
-    /// anthropic: without `/v1` (the client adds `/v1/messages`).
+    /// Normalised by the provider's [`Endpoint::normalize_base`]: openai up to `/v1` (the
+    /// client adds `/chat/completions`), anthropic without `/v1` (it adds `/v1/messages`).
     pub base_url: String,
     pub api_key: Option<String>,
     pub max_tokens: Option<u64>,
@@ -170,53 +171,95 @@ impl HttpSettings {
     }
 }
 
+/// A table shaped like deerflow's own for config's tests, which cannot see
+/// `model::registry` (a test there checks the two agree).
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub static ROWS: [ProviderInfo; 3] = [
+        ProviderInfo {
+            name: "openai",
+            example_model: Some("gpt-4o-mini"),
+            endpoint: Some(Endpoint {
+                key_vars: &["OPENAI_API_KEY"],
+                url_var: "OPENAI_BASE_URL",
+                default_url: "https://api.openai.com/v1",
+                hosted: "api.openai.com",
+                normalize_base: base_url::trimmed,
+            }),
+            deerflow_classes: DeerFlowClasses::Rest,
+        },
+        ProviderInfo {
+            name: "anthropic",
+            example_model: Some("claude-sonnet-4-5"),
+            endpoint: Some(Endpoint {
+                key_vars: &["ANTHROPIC_API_KEY"],
+                url_var: "ANTHROPIC_BASE_URL",
+                default_url: "https://api.anthropic.com",
+                hosted: "api.anthropic.com",
+                normalize_base: base_url::without_v1,
+            }),
+            deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
+        },
+        ProviderInfo {
+            name: "replay",
+            example_model: None,
+            endpoint: None,
+            deerflow_classes: DeerFlowClasses::None,
+        },
+    ];
+
+    pub fn providers() -> Providers {
+        Providers::new(&ROWS)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::providers;
     use super::*;
 
     #[test]
     fn messages_list_every_provider() {
-        assert_eq!(spec_forms(), "openai:MODEL, anthropic:MODEL or replay:PATH");
+        let p = providers();
         assert_eq!(
-            spec_examples(),
+            p.spec_forms(),
+            "openai:MODEL, anthropic:MODEL or replay:PATH"
+        );
+        assert_eq!(
+            p.spec_examples(),
             "openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, replay:PATH"
         );
+        let one = Providers::new(&testing::ROWS[2..]);
+        assert_eq!(one.spec_forms(), "replay:PATH");
+        assert_eq!(Providers::new([]).spec_forms(), "");
     }
 
     #[test]
-    fn rows_are_found_by_name_and_kind() {
-        assert_eq!(by_name("openai").map(Provider::name), Some("openai"));
-        assert!(by_name("gemini").is_none());
-        assert!(by_name("OpenAI").is_none());
-        for p in PROVIDERS {
-            assert!(std::ptr::eq(of_kind(&p.kind).unwrap(), p));
-        }
-        assert!(of_kind(&ProviderKind::Unsupported("x".into())).is_none());
+    fn rows_are_found_by_name() {
+        let p = providers();
+        assert_eq!(p.by_name("openai").map(|r| r.name), Some("openai"));
+        assert!(p.by_name("gemini").is_none());
+        assert!(p.by_name("OpenAI").is_none());
     }
 
     #[test]
     fn keys_are_needed_on_hosted_apis_only() {
-        assert!(needs_key("https://api.openai.com/v1"));
-        assert!(needs_key("https://api.anthropic.com"));
-        assert!(!needs_key("http://127.0.0.1:8080/v1"));
-        assert!(!needs_key("https://gateway.example/v1"));
+        let p = providers();
+        assert!(p.needs_key("https://api.openai.com/v1"));
+        assert!(p.needs_key("https://api.anthropic.com"));
+        assert!(!p.needs_key("http://127.0.0.1:8080/v1"));
+        assert!(!p.needs_key("https://gateway.example/v1"));
     }
 
     #[test]
-    fn base_urls_are_normalized_per_provider() {
-        let norm = |name: &str, url: &str| {
-            (by_name(name)
-                .unwrap()
-                .endpoint
-                .as_ref()
-                .unwrap()
-                .normalize_base)(url)
-        };
-        assert_eq!(norm("openai", " http://h/v1/ "), "http://h/v1");
+    fn base_urls_are_normalized() {
+        assert_eq!(base_url::trimmed(" http://h/v1/ "), "http://h/v1");
         assert_eq!(
-            norm("anthropic", "https://api.anthropic.com/v1/"),
+            base_url::without_v1("https://api.anthropic.com/v1/"),
             "https://api.anthropic.com"
         );
-        assert_eq!(norm("anthropic", "http://h/"), "http://h");
+        assert_eq!(base_url::without_v1("http://h/"), "http://h");
     }
 }

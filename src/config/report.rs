@@ -8,7 +8,6 @@ use super::env::{var_name, Env};
 use super::error::ConfigError;
 use super::load::{load_with, LoadOptions, LoadedConfig};
 use super::models::{model_choice_with, resolve_entry, resolve_model_with};
-use super::schema::ProviderKind;
 
 /// What `config check` prints: problems (exit 78 when any) and warnings (exit 0).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,7 +63,7 @@ pub fn check_report_with(loaded: &LoadedConfig, env: &Env, cwd: &Path) -> CheckR
             continue; // a duplicate is unreachable; load already warned
         }
         let used = in_use.iter().any(|(_, spec)| *spec == m.name);
-        let unsupported = matches!(m.provider, ProviderKind::Unsupported(_));
+        let unsupported = m.provider.is_none();
         match resolve_entry(loaded, i, env) {
             Ok(_) => {}
             Err(ConfigError::MissingSecret(msg)) => r

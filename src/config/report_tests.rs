@@ -13,6 +13,7 @@ fn opts_for(text: &str) -> (tempfile::TempDir, LoadOptions) {
         explicit: Some(file),
         sets: Vec::new(),
         cwd: dir.path().to_path_buf(),
+        providers: crate::config::testing::providers(),
     };
     (dir, opts)
 }
@@ -121,6 +122,7 @@ fn show_without_a_file() {
         explicit: None,
         sets: Vec::new(),
         cwd: PathBuf::from(dir.path()),
+        providers: crate::config::testing::providers(),
     };
     let loaded = load_with(&opts, &Env::empty()).unwrap();
     assert!(show_yaml(&loaded).starts_with("# no config file"));

@@ -13,6 +13,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::providers::ProviderInfo;
+
 /// The whole configuration deerflow uses.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -26,35 +28,6 @@ pub struct Config {
     pub token_budget: TokenBudgetConfig,
 }
 
-/// Which client serves a model entry, derived from its `use:`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ProviderKind {
-    #[default]
-    OpenAi,
-    Anthropic,
-    Replay,
-    /// A DeerFlow class deerflow cannot serve (Gemini's native API); holds the class path.
-    Unsupported(String),
-}
-
-impl ProviderKind {
-    /// The provider name used in events and reports.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Replay => "replay",
-            ProviderKind::Unsupported(_) => "unsupported",
-        }
-    }
-}
-
-impl Serialize for ProviderKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
 /// One `models:` entry. String fields that may hold a `$VAR` stay raw: they are expanded
 /// only when the model is resolved, so an unset variable hurts only the model that needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,9 +36,10 @@ pub struct ModelEntry {
     /// The raw `use:` text: `openai`, `anthropic`, `replay` or a DeerFlow class path.
     #[serde(rename = "use", default = "default_use")]
     pub use_: String,
-    /// Derived from `use_` after decoding (`deerflow::provider_of`).
-    #[serde(skip_deserializing)]
-    pub provider: ProviderKind,
+    /// The provider table's row for `use_`, set after decoding (`deerflow::provider_of`);
+    /// `None` for a DeerFlow class no provider serves (Gemini's native API).
+    #[serde(skip_deserializing, serialize_with = "provider_name")]
+    pub provider: Option<&'static ProviderInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +68,14 @@ pub struct ModelEntry {
     /// `price:` or DeerFlow's `pricing:` (same meaning, per million tokens).
     #[serde(default, alias = "pricing", skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+}
+
+/// `config show` prints the provider's name.
+fn provider_name<S: serde::Serializer>(
+    provider: &Option<&'static ProviderInfo>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(provider.map_or("unsupported", |p| p.name))
 }
 
 fn default_use() -> String {

@@ -1,90 +1,116 @@
-//! From a resolved model to its client. `config::PROVIDERS` holds what each provider is as
-//! data (its name, key and base-URL variables, default URL, URL normalisation); this is
-//! the other half, the constructor of each kind. The `match` is exhaustive, so a new
-//! `ProviderKind` does not compile until it has a client here.
+//! The provider table: one row per provider, from its name to its client's constructor,
+//! with what config needs to resolve and check a model of it (key and base-URL variables,
+//! default URL, base-URL normalisation, the DeerFlow classes it serves) as
+//! [`ProviderInfo`] data. cli hands [`providers`] to `config::load`, which knows no
+//! provider of its own; [`build`] turns the model config resolved into a client.
+//!
+//! Adding a provider:
+//! 1. a file `providers/NAME.rs` with the client (a [`ChatModel`]) and
+//!    `pub fn build(&ResolvedModel) -> Result<Arc<dyn ChatModel>, String>`, declared in
+//!    `providers/mod.rs` (`pub mod NAME;`);
+//! 2. a row in [`PROVIDERS`].
+//!
+//! Nothing else: `use: NAME`, `--model NAME:MODEL`, the error messages listing the
+//! `--model` forms, `config check`'s missing-key warnings and the DeerFlow class mapping
+//! all read the row.
 
 use std::sync::Arc;
 
-use super::providers::{anthropic, openai_chat, replay};
+use super::providers::{anthropic, cannot_serve, openai_chat, replay};
 use super::ChatModel;
-use crate::config::{ProviderKind, ResolvedModel};
+use crate::config::{base_url, DeerFlowClasses, Endpoint, ProviderInfo, Providers, ResolvedModel};
 
 /// Builds a client from a resolved model. The error is one line for the user.
 pub type Constructor = fn(&ResolvedModel) -> Result<Arc<dyn ChatModel>, String>;
 
-/// The constructor of a kind; `None` for a kind deerflow has no client for.
-pub fn constructor(kind: &ProviderKind) -> Option<Constructor> {
-    match kind {
-        ProviderKind::OpenAi => Some(openai_chat::build),
-        ProviderKind::Anthropic => Some(anthropic::build),
-        ProviderKind::Replay => Some(replay::build),
-        ProviderKind::Unsupported(_) => None,
+/// One row of the table.
+#[derive(Debug)]
+pub struct Provider {
+    pub info: ProviderInfo,
+    pub build: Constructor,
+}
+
+/// Every provider, in the order messages list them.
+pub static PROVIDERS: &[Provider] = &[
+    Provider {
+        info: ProviderInfo {
+            name: "openai",
+            example_model: Some("gpt-4o-mini"),
+            endpoint: Some(Endpoint {
+                key_vars: &["OPENAI_API_KEY"],
+                url_var: "OPENAI_BASE_URL",
+                default_url: "https://api.openai.com/v1",
+                hosted: "api.openai.com",
+                normalize_base: base_url::trimmed,
+            }),
+            // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, …
+            deerflow_classes: DeerFlowClasses::Rest,
+        },
+        build: openai_chat::build,
+    },
+    Provider {
+        info: ProviderInfo {
+            name: "anthropic",
+            example_model: Some("claude-sonnet-4-5"),
+            endpoint: Some(Endpoint {
+                key_vars: &["ANTHROPIC_API_KEY"],
+                url_var: "ANTHROPIC_BASE_URL",
+                default_url: "https://api.anthropic.com",
+                hosted: "api.anthropic.com",
+                normalize_base: base_url::without_v1,
+            }),
+            deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
+        },
+        build: anthropic::build,
+    },
+    Provider {
+        info: ProviderInfo {
+            name: "replay",
+            example_model: None,
+            endpoint: None,
+            deerflow_classes: DeerFlowClasses::None,
+        },
+        build: replay::build,
+    },
+];
+
+/// A provider table: deerflow's own ([`Registry::STANDARD`]), or another in tests.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry {
+    rows: &'static [Provider],
+}
+
+impl Registry {
+    pub const STANDARD: Registry = Registry::new(PROVIDERS);
+
+    pub const fn new(rows: &'static [Provider]) -> Self {
+        Self { rows }
     }
+
+    /// The rows as config sees them, for `config::LoadOptions::providers`.
+    pub fn providers(&self) -> Providers {
+        Providers::new(self.rows.iter().map(|p| &p.info))
+    }
+
+    /// The client for a model config resolved against [`Registry::providers`].
+    pub fn build(&self, r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
+        match self.rows.iter().find(|p| p.info == *r.row) {
+            Some(p) => (p.build)(r),
+            None => Err(cannot_serve(r)),
+        }
+    }
+}
+
+/// deerflow's providers, for `config::LoadOptions::providers`.
+pub fn providers() -> Providers {
+    Registry::STANDARD.providers()
 }
 
 /// The client for a resolved model.
 pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    match constructor(&r.kind) {
-        Some(construct) => construct(r),
-        None => Err(cannot_serve(r)),
-    }
-}
-
-/// A resolved model that lacks what its provider needs (resolution makes this unreachable
-/// for the models `config` resolves).
-pub(crate) fn cannot_serve(r: &ResolvedModel) -> String {
-    format!(
-        "model '{}' cannot be served (provider {})",
-        r.name,
-        r.provider()
-    )
+    Registry::STANDARD.build(r)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{HttpSettings, PROVIDERS};
-
-    fn resolved(kind: ProviderKind, http: Option<HttpSettings>) -> ResolvedModel {
-        ResolvedModel {
-            name: "m".into(),
-            kind,
-            model: "x".into(),
-            http,
-            cassette: None,
-            price: None,
-        }
-    }
-
-    #[test]
-    fn every_provider_row_has_a_constructor() {
-        for row in PROVIDERS {
-            assert!(constructor(&row.kind).is_some(), "{}", row.name());
-        }
-        assert!(constructor(&ProviderKind::Unsupported("x:Y".into())).is_none());
-    }
-
-    #[test]
-    fn http_kinds_build_from_their_settings() {
-        for kind in [ProviderKind::OpenAi, ProviderKind::Anthropic] {
-            let http = HttpSettings::new("x", "http://127.0.0.1:1/v1", None);
-            assert!(build(&resolved(kind, Some(http))).is_ok());
-        }
-    }
-
-    #[test]
-    fn a_model_without_what_its_provider_needs_cannot_be_served() {
-        for kind in [
-            ProviderKind::OpenAi,
-            ProviderKind::Replay,
-            ProviderKind::Unsupported("a:B".into()),
-        ] {
-            let name = kind.as_str();
-            let err = build(&resolved(kind, None)).err();
-            assert_eq!(
-                err.as_deref(),
-                Some(format!("model 'm' cannot be served (provider {name})").as_str())
-            );
-        }
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;

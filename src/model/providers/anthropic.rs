@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
-use crate::model::registry::cannot_serve;
 use crate::model::{
     BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelResponse,
 };

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cannot_serve;
 use crate::config::ResolvedModel;
-use crate::model::registry::cannot_serve;
 use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall,
     Usage,
