@@ -48,8 +48,8 @@ pub fn check(agent: &Agent, end: AgentEnd, retries: u32, limit: Option<AgentEnd>
     agent.events.emit(Event::warning(
         "schema_retry",
         format!(
-            "the final answer does not match the output schema ({first}); retry {} of \
-             {MAX_SCHEMA_RETRIES}",
+            "the final answer does not match the output schema, retry {} of \
+             {MAX_SCHEMA_RETRIES}: {first}",
             retries + 1
         ),
     ));

@@ -400,10 +400,12 @@ async fn an_invalid_final_answer_goes_back_with_its_violations() {
     let w = schema_warnings(&o.events);
     assert_eq!(w.len(), 2, "{w:?}");
     assert!(
-        w[0].ends_with("retry 1 of 2") && w[1].ends_with("retry 2 of 2"),
+        w[0].starts_with(
+            "the final answer does not match the output schema, retry 1 of 2: (root): "
+        ),
         "{w:?}"
     );
-    assert!(w[1].contains("/ok: "), "{w:?}");
+    assert!(w[1].contains("retry 2 of 2: /ok: "), "{w:?}");
 }
 
 #[tokio::test]
