@@ -46,6 +46,7 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l max-tokens -d 
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s C -l workspace -d 'The directory tools work in [default: current dir]' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l skills -d 'Skills directory [default: skills.path]' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s o -l output-last-message -d 'Write the final answer to FILE (only when the run completed)' -r -F
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l output-schema -d 'A JSON Schema (draft 2020-12) the final answer must satisfy; an answer that does not is sent back to the model up to 2 times' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l record -d 'Write every model response of this run to a replay cassette' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l set -d 'Override a config key by dotted path (subagents.timeout_seconds=60, models[0].model=x); an empty VALUE or null restores the default; repeatable' -r
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l color -d 'Colour on stderr (NO_COLOR is honoured)' -r -f -a "auto\t''

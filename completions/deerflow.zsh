@@ -48,6 +48,7 @@ _arguments "${_arguments_options[@]}" : \
 '--skills=[Skills directory \[default\: skills.path\]]:DIR:_files' \
 '-o+[Write the final answer to FILE (only when the run completed)]:FILE:_files' \
 '--output-last-message=[Write the final answer to FILE (only when the run completed)]:FILE:_files' \
+'--output-schema=[A JSON Schema (draft 2020-12) the final answer must satisfy; an answer that does not is sent back to the model up to 2 times]:FILE:_files' \
 '--record=[Write every model response of this run to a replay cassette]:FILE:_files' \
 '*--set=[Override a config key by dotted path (subagents.timeout_seconds=60, models\[0\].model=x); an empty VALUE or null restores the default; repeatable]:KEY=VALUE:_default' \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \

@@ -11,6 +11,7 @@ use super::context::{ContextPolicy, History, PreCall};
 use super::guards::{Budget, LoopLimits};
 use super::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, Progress, RunControl, RunShared};
 use crate::events::Event;
+use crate::model::output_schema::OutputSchema;
 use crate::model::{
     AgentId, BoxFuture, ChatRequest, Message, ModelError, ModelLimits, ModelResponse, ToolCall,
 };
@@ -34,6 +35,7 @@ struct Setup {
     context: Arc<dyn ContextPolicy>,
     limits: ModelLimits,
     cancelled: bool,
+    output_schema: Option<Arc<OutputSchema>>,
 }
 
 impl Setup {
@@ -46,6 +48,7 @@ impl Setup {
             context: Arc::new(KeepAll),
             limits: ModelLimits::default(),
             cancelled: false,
+            output_schema: None,
         }
     }
 
@@ -81,6 +84,7 @@ impl Setup {
                 events: events.clone(),
             }),
             progress: Arc::new(Progress::default()),
+            output_schema: self.output_schema,
         };
         let shared = RunShared {
             ledger: Arc::new(Ledger::new(HashMap::new())),
@@ -329,4 +333,127 @@ async fn the_context_hook_sees_usage_and_limits_and_its_history_is_sent() {
     assert_eq!(o.requests[1].messages.len(), 2);
     assert!(matches!(&o.requests[1].messages[1], Message::Tool { call_id, .. } if call_id == "a"));
     assert_eq!(o.requests[2].messages.len(), 2);
+}
+
+fn with_schema(script: Vec<Result<ModelResponse, ModelError>>) -> Setup {
+    let mut s = Setup::new(script);
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"]
+    });
+    s.output_schema = Some(Arc::new(OutputSchema::new("answer", schema).unwrap()));
+    s
+}
+
+fn schema_warnings(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Warning { code, message, .. } if code == "schema_retry" => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_valid_final_answer_ends_the_loop_without_its_fence() {
+    let o = with_schema(vec![text("```json\n{\"ok\": true}\n```")])
+        .run()
+        .await;
+    assert_eq!(o.end, final_text("{\"ok\": true}"));
+    assert_eq!(o.requests.len(), 1);
+    assert!(
+        o.requests[0].output_schema.is_some(),
+        "sent with the request"
+    );
+    assert!(schema_warnings(&o.events).is_empty());
+}
+
+#[tokio::test]
+async fn an_invalid_final_answer_goes_back_with_its_violations() {
+    let o = with_schema(vec![
+        text("All good!"),
+        calls(vec![call("a", "1")], None),
+        text("{\"ok\": \"yes\"}"),
+        text("{\"ok\": true}"),
+    ])
+    .run()
+    .await;
+    assert_eq!(o.end, final_text("{\"ok\": true}"));
+    assert_eq!(o.requests.len(), 4, "the retries are turns");
+    let second = &o.requests[1].messages;
+    assert!(matches!(&second[1], Message::Assistant { text: Some(t), .. } if t == "All good!"));
+    let Message::User(feedback) = &second[2] else {
+        panic!("no feedback: {second:?}")
+    };
+    assert!(
+        feedback.contains("- (root): the answer is not one JSON value"),
+        "{feedback}"
+    );
+    // Tools stay available between the tries.
+    assert_eq!(o.tool_calls.len(), 1);
+    let Some(Message::User(feedback)) = o.requests[3].messages.last() else {
+        panic!("no feedback")
+    };
+    assert!(feedback.contains("- /ok: "), "{feedback}");
+    let w = schema_warnings(&o.events);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].starts_with(
+            "the final answer does not match the output schema, retry 1 of 2: (root): "
+        ),
+        "{w:?}"
+    );
+    assert!(w[1].contains("retry 2 of 2: /ok: "), "{w:?}");
+}
+
+#[tokio::test]
+async fn a_third_invalid_answer_fails_the_agent_naming_the_first_violation() {
+    let o = with_schema(vec![text("no"), text("[]"), text("{}")])
+        .run()
+        .await;
+    let AgentEnd::Failed(e) = &o.end else {
+        panic!("{:?}", o.end)
+    };
+    assert!(
+        e.starts_with(
+            "the final answer does not match the output schema after 2 retries: (root): "
+        ) && e.contains("\"ok\" is a required property"),
+        "{e}"
+    );
+    assert_eq!(o.requests.len(), 3);
+    assert_eq!(schema_warnings(&o.events).len(), 2);
+}
+
+#[tokio::test]
+async fn no_retry_past_the_turn_limit_or_the_budget() {
+    let mut s = with_schema(vec![text("no")]);
+    s.max_turns = 1;
+    let o = s.run().await;
+    assert_eq!(
+        o.end,
+        AgentEnd::MaxTurns {
+            last_text: Some("no".into())
+        }
+    );
+    assert!(schema_warnings(&o.events).is_empty());
+    let mut answer = text("no").unwrap();
+    answer.usage = calls(vec![], Some(100)).unwrap().usage;
+    let mut s = with_schema(vec![Ok(answer)]);
+    s.max_tokens = Some(100);
+    let o = s.run().await;
+    assert_eq!(
+        o.end,
+        AgentEnd::Budget {
+            last_text: Some("no".into())
+        }
+    );
+}
+
+#[tokio::test]
+async fn without_a_schema_any_answer_is_final() {
+    let o = Setup::new(vec![text("not JSON")]).run().await;
+    assert_eq!(o.end, final_text("not JSON"));
+    assert!(o.requests[0].output_schema.is_none());
 }

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod control;
+mod final_answer;
 pub mod guards;
 pub mod observer;
 pub mod prompts;
@@ -20,6 +21,7 @@ pub use observer::{LeadObserver, Observer};
 pub use turns::run_agent;
 
 use crate::events::EventSink;
+use crate::model::output_schema::OutputSchema;
 use crate::model::{AgentId, ChatModel};
 use crate::tools::{ToolBox, ToolContext};
 use crate::usage::{Ledger, UsageTotals};
@@ -53,6 +55,10 @@ pub struct Agent {
     pub observer: Arc<dyn Observer>,
     /// Usage and turns so far, readable after the loop's future is dropped (a timeout).
     pub progress: Arc<Progress>,
+    /// The schema this agent's final answer must satisfy (the lead under
+    /// `--output-schema`): sent with every request, and checked on the final answer, which
+    /// goes back to the model with the violations a bounded number of times.
+    pub output_schema: Option<Arc<OutputSchema>>,
 }
 
 #[derive(Default)]

@@ -8,6 +8,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 
 use super::context::{History, PreCall};
+use super::final_answer::{self, Checked};
 use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::{Event, RetryInfo};
@@ -36,7 +37,13 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         let reasoning = resp.reasoning;
         unique_ids(&mut calls, &mut t.seen_ids, t.turn);
         match t.decide(agent, budget_hit, &text, calls) {
-            Step::End(end) => return end,
+            Step::End(end) => {
+                let limit = t.limit_end(agent, budget_hit);
+                match final_answer::check(agent, end, t.schema_retries, limit) {
+                    Checked::End(end) => return end,
+                    Checked::Retry(message) => t.retry_final(text, reasoning, message),
+                }
+            }
             Step::AskForFinal => t.ask_for_final(text, reasoning),
             Step::Run { calls, notice } => {
                 if let Some(end) = t.run_calls(agent, text, calls, notice, reasoning).await {
@@ -70,6 +77,8 @@ struct Transcript {
     /// Model calls made so far.
     turn: usize,
     seen_ids: HashSet<String>,
+    /// Final answers sent back for not matching the output schema.
+    schema_retries: u32,
 }
 
 impl Transcript {
@@ -83,6 +92,7 @@ impl Transcript {
             last_usage: None,
             turn: 0,
             seen_ids: HashSet::new(),
+            schema_retries: 0,
         }
     }
 
@@ -107,6 +117,7 @@ impl Transcript {
             tool_choice_none: self.force_final,
             agent: agent.id.clone(),
             turn: self.turn,
+            output_schema: agent.output_schema.clone(),
         };
         // Turns count model calls, a call that fails included.
         self.turn += 1;
@@ -149,15 +160,8 @@ impl Transcript {
             });
         }
         // A response's tool calls run only if another model call is allowed after them.
-        if budget_hit {
-            return no_calls(AgentEnd::Budget {
-                last_text: self.last_text.clone(),
-            });
-        }
-        if self.turn >= agent.max_turns as usize {
-            return no_calls(AgentEnd::MaxTurns {
-                last_text: self.last_text.clone(),
-            });
+        if let Some(end) = self.limit_end(agent, budget_hit) {
+            return no_calls(end);
         }
         match self.detector.observe(&calls) {
             LoopVerdict::Fine => Step::Run {
@@ -191,6 +195,30 @@ impl Transcript {
         self.history.push(Message::User(
             "[deerflow] You are repeating tool calls. Tools are no longer available: give your final answer now.".into(),
         ));
+    }
+
+    /// How the agent ends if it may not call the model again: the budget is reached or
+    /// the turns are spent.
+    fn limit_end(&self, agent: &Agent, budget_hit: bool) -> Option<AgentEnd> {
+        if budget_hit {
+            return Some(AgentEnd::Budget {
+                last_text: self.last_text.clone(),
+            });
+        }
+        (self.turn >= agent.max_turns as usize).then(|| AgentEnd::MaxTurns {
+            last_text: self.last_text.clone(),
+        })
+    }
+
+    /// Sends a final answer back with what is wrong with it; the next turn answers again.
+    fn retry_final(&mut self, text: Option<String>, reasoning: Reasoning, message: String) {
+        self.schema_retries += 1;
+        self.history.push(Message::Assistant {
+            text,
+            tool_calls: vec![],
+            reasoning,
+        });
+        self.history.push(Message::User(message));
     }
 
     /// Runs the calls and puts their results in the transcript, in call order; a

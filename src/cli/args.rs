@@ -145,6 +145,11 @@ pub struct RunArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output_last_message: Option<PathBuf>,
 
+    /// A JSON Schema (draft 2020-12) the final answer must satisfy; an answer that does not
+    /// is sent back to the model up to 2 times
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+
     /// Write every model response of this run to a replay cassette
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,

@@ -13,6 +13,7 @@ use super::tool_name_warnings;
 use crate::agent::guards::LoopLimits;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo};
+use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
 use crate::model::registry;
 use crate::run::{LeadModel, RunSpec};
@@ -35,7 +36,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
-    let (workspace_dir, prompt) = check_usage(&args, &cwd)?;
+    let (workspace_dir, output_schema, prompt) = check_usage(&args, &cwd)?;
     let loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
@@ -110,6 +111,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         max_tokens: args.max_tokens.or(token_budget),
         subagents,
         output_last_message: args.output_last_message.clone(),
+        output_schema,
         record,
         warnings,
         lead_progress: Default::default(),
@@ -118,9 +120,9 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
 }
 
 /// Everything a usage error can come from, before any configuration is read: the
-/// workspace, the output paths, the skills flag and the prompt (stdin last, so nothing is
-/// consumed for a run that cannot start).
-fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String)> {
+/// workspace, the output paths, the skills flag, the output schema and the prompt (stdin
+/// last, so nothing is consumed for a run that cannot start).
+fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, Option<Arc<OutputSchema>>, String)> {
     let workspace_dir = workspace_dir(args.workspace.as_deref(), cwd)?;
     check_output_path("--output-last-message", args.output_last_message.as_deref())?;
     check_output_path("--record", args.record.as_deref())?;
@@ -130,7 +132,16 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, String)> {
             dir.display()
         )));
     }
-    Ok((workspace_dir, read_prompt(args)?))
+    let schema = args
+        .output_schema
+        .as_deref()
+        .map(|path| {
+            OutputSchema::load(&cwd.join(path))
+                .map(Arc::new)
+                .map_err(|why| usage(format!("--output-schema {} {why}", path.display())))
+        })
+        .transpose()?;
+    Ok((workspace_dir, schema, read_prompt(args)?))
 }
 
 /// Ignored keys and entries the config names but deerflow sets aside (a duplicate model

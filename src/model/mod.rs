@@ -5,6 +5,7 @@
 
 pub mod error_text;
 pub mod http;
+pub mod output_schema;
 pub mod providers;
 pub mod registry;
 pub mod retry;
@@ -206,6 +207,10 @@ pub struct ChatRequest {
     pub agent: AgentId,
     /// 0-based index of this call among the agent's calls.
     pub turn: usize,
+    /// The schema the answer must satisfy (`--output-schema`, the lead only). Providers
+    /// with a native structured-output mode send it; the others rely on the system prompt,
+    /// which states it in every case.
+    pub output_schema: Option<Arc<output_schema::OutputSchema>>,
 }
 
 /// A retry the provider layer is about to make (becomes a `model_retry` warning).

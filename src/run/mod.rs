@@ -101,8 +101,7 @@ pub async fn execute(spec: RunSpec) -> i32 {
         usage: shared.ledger.snapshot(),
         tasks,
         artifacts: existing_files(&spec, &artifacts),
-        // Until --output-schema exists (§11) there is no parsed answer to report.
-        final_output: None,
+        final_output: final_output(&spec, status, final_message.as_deref()),
     });
     drop(events);
     let give_up_at = drain_deadline(&control);
@@ -227,6 +226,7 @@ fn lead_agent(
             events: events.clone(),
         }),
         progress: spec.lead_progress.clone(),
+        output_schema: spec.output_schema.clone(),
     }
 }
 
@@ -234,6 +234,11 @@ fn lead_system(spec: &RunSpec, delegation: Option<&DelegationInfo>) -> String {
     let skills: Vec<_> = spec.skills.iter().collect();
     let mut s = prompts::lead_system(spec.limits.allow_host_bash, delegation);
     s.push_str(&crate::subagent::prompts::skills_section(&skills));
+    // Every provider's lead is told, whether or not the provider also takes the schema.
+    if let Some(schema) = &spec.output_schema {
+        s.push('\n');
+        s.push_str(&schema.instruction());
+    }
     s
 }
 
@@ -317,6 +322,19 @@ fn classify(
             Some("internal error: the run was cancelled without a cause".into()),
         ),
     }
+}
+
+/// The parsed answer of a completed run under `--output-schema` (the loop has checked
+/// that the final message is the JSON text).
+fn final_output(
+    spec: &RunSpec,
+    status: RunStatus,
+    final_message: Option<&str>,
+) -> Option<serde_json::Value> {
+    if spec.output_schema.is_none() || status != RunStatus::Completed {
+        return None;
+    }
+    final_message.and_then(|m| serde_json::from_str(m).ok())
 }
 
 fn budget_error(spec: &RunSpec) -> String {

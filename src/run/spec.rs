@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::agent::guards::LoopLimits;
 use crate::agent::Progress;
 use crate::events::{ModelInfo, SandboxInfo};
+use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::RecordLog;
 use crate::model::ChatModel;
 use crate::subagent::{Skill, SubagentSetup};
@@ -45,6 +46,8 @@ pub struct RunSpec {
     /// `None` when sub-agents are disabled.
     pub subagents: Option<Arc<SubagentSetup>>,
     pub output_last_message: Option<PathBuf>,
+    /// `--output-schema`, compiled: the lead's final answer must satisfy it.
+    pub output_schema: Option<Arc<OutputSchema>>,
     pub record: Option<(PathBuf, Arc<RecordLog>)>,
     /// Warnings found before the run (`config_ignored`, `skill_skipped`), emitted after
     /// `run_started`: (code, message).

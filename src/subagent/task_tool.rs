@@ -262,6 +262,7 @@ fn build_agent(
             index: AtomicU32::new(0),
         }),
         progress: rec.progress.clone(),
+        output_schema: None,
     })
 }
 

@@ -85,3 +85,36 @@ async fn the_example_config_checks_and_runs() {
         serde_json::json!(["general-purpose", "reviewer"])
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_structured_answer_runs_offline_and_pipes_into_jq() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let args = [
+        "run",
+        "--output-schema",
+        "examples/verdict.schema.json",
+        "-m",
+        "replay:examples/review.json",
+        "--no-subagents",
+        "Review README.md",
+    ];
+    let plain = deerflow(args).cwd(&repo).output().await;
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let answer: serde_json::Value = serde_json::from_str(&plain.stdout).expect("stdout is JSON");
+    assert_eq!(answer["verdict"], "pass");
+    assert_eq!(answer["findings"], serde_json::json!([]));
+    let out = deerflow(args.iter().copied().chain(["--json"]))
+        .cwd(&repo)
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The README read worked, and the prose answer was sent back once.
+    assert_eq!(out.first("tool_result")["status"], "ok");
+    let retries: Vec<_> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "schema_retry")
+        .collect();
+    assert_eq!(retries.len(), 1);
+    assert_eq!(out.completed()["final_output"], answer);
+}

@@ -11,6 +11,7 @@ mod hardening;
 mod harness;
 mod mock_selftest;
 mod openai_http;
+mod output_schema;
 mod provider_echo;
 mod provider_faults;
 mod replay_runs;

@@ -130,6 +130,7 @@ mod test_data {
             tool_choice_none: none,
             agent: AgentId::Lead,
             turn: 2,
+            output_schema: None,
         }
     }
 

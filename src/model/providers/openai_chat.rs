@@ -36,6 +36,7 @@ macro_rules! capture {
 
 mod request;
 mod stream;
+pub mod strict;
 
 pub use request::request_body;
 pub use stream::OpenAiAssembler;
@@ -107,6 +108,7 @@ mod test_data {
             tool_choice_none: none,
             agent: AgentId::Lead,
             turn: 0,
+            output_schema: None,
         }
     }
 

@@ -339,6 +339,7 @@ mod tests {
             tool_choice_none: false,
             agent,
             turn,
+            output_schema: None,
         }
     }
 

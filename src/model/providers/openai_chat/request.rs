@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::output_schema::OutputSchema;
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
 /// The JSON body of a streamed chat completion request.
@@ -18,6 +19,9 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
             body.insert("tool_choice".into(), json!("none"));
         }
     }
+    if let Some(schema) = &req.output_schema {
+        body.insert("response_format".into(), response_format(schema));
+    }
     body.insert("stream".into(), json!(true));
     // Without this, OpenAI (and llama-server) report no usage for streamed answers.
     body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -28,6 +32,19 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
         body.insert("temperature".into(), json!(t));
     }
     Value::Object(body)
+}
+
+/// Structured output: the schema constrains the answer's text (tool calls stay possible),
+/// strictly only when OpenAI's strict mode takes the schema.
+fn response_format(schema: &OutputSchema) -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema.name(),
+            "schema": schema.schema(),
+            "strict": super::strict::compatible(schema.schema()),
+        },
+    })
 }
 
 fn wire_messages(req: &ChatRequest) -> Vec<Value> {
@@ -165,6 +182,26 @@ mod tests {
     }
 
     #[test]
+    fn an_output_schema_becomes_the_response_format() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let closed = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                            "required": ["ok"], "additionalProperties": false});
+        let open = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+        for (schema, strict) in [(closed, true), (open, false)] {
+            let mut req = request(vec![Message::User("hi".into())], vec![], false);
+            req.output_schema = Some(std::sync::Arc::new(
+                OutputSchema::new("verdict", schema.clone()).unwrap(),
+            ));
+            let body = request_body(&settings, &req);
+            assert_eq!(
+                body["response_format"],
+                json!({"type": "json_schema", "json_schema": {
+                    "name": "verdict", "schema": schema, "strict": strict}})
+            );
+        }
+    }
+
+    #[test]
     fn request_body_omits_empty_tools_and_unset_options() {
         let settings = HttpSettings::new("m", "http://x/v1", None);
         let body = request_body(
@@ -172,7 +209,13 @@ mod tests {
             &request(vec![Message::User("hi".into())], vec![], true),
         );
         let obj = body.as_object().unwrap();
-        for key in ["tools", "tool_choice", "max_tokens", "temperature"] {
+        for key in [
+            "tools",
+            "tool_choice",
+            "max_tokens",
+            "temperature",
+            "response_format",
+        ] {
             assert!(!obj.contains_key(key), "{key}");
         }
     }
