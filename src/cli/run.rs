@@ -22,6 +22,7 @@ use crate::subagent::{skills, SubagentSetup};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
+use crate::workspace::child_env::ChildEnv;
 use crate::workspace::Workspace;
 
 /// Problems found before the run starts end it here: usage (2) or configuration (78).
@@ -285,8 +286,20 @@ fn use_color(c: ColorChoice) -> bool {
 
 fn sandbox_limits(cfg: &config::Config, allow_bash: bool) -> SandboxLimits {
     let s = &cfg.sandbox;
+    // Every variable a configured key is read from, whatever its name.
+    let key_sources: Vec<String> = cfg
+        .models
+        .iter()
+        .filter_map(|m| m.api_key.as_deref())
+        .filter_map(|k| config::var_name(k.trim()))
+        .map(String::from)
+        .collect();
     SandboxLimits {
         allow_host_bash: allow_bash,
+        child_env: Arc::new(ChildEnv::from_process(
+            &key_sources,
+            &s.bash_env_passthrough,
+        )),
         bash_command_timeout_secs: s.bash_command_timeout,
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,

@@ -29,7 +29,7 @@ mod set;
 mod validate;
 
 pub use deerflow::provider_of;
-pub use env::Env;
+pub use env::{var_name, Env};
 pub use error::ConfigError;
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use models::{

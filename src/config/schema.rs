@@ -177,6 +177,8 @@ pub struct SandboxConfig {
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
     pub ls_output_max_chars: usize,
+    /// Variables bash may see although their names look secret (§6).
+    pub bash_env_passthrough: Vec<String>,
 }
 
 impl Default for SandboxConfig {
@@ -188,6 +190,7 @@ impl Default for SandboxConfig {
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
+            bash_env_passthrough: Vec::new(),
         }
     }
 }

@@ -98,6 +98,7 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    ctx.limits.child_env.apply(&mut cmd);
     // SAFETY: the closure runs in the forked child before exec and only calls setsid(), which
     // is async-signal-safe; it touches no memory shared with the parent. A new session makes
     // the child leader of its own process group (pgid = pid), so killpg reaches everything it

@@ -136,6 +136,8 @@ impl ToolOutput {
 #[derive(Debug, Clone)]
 pub struct SandboxLimits {
     pub allow_host_bash: bool,
+    /// The environment bash runs with: deerflow's own without credentials (§6).
+    pub child_env: Arc<crate::workspace::child_env::ChildEnv>,
     pub bash_command_timeout_secs: f64,
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
@@ -146,6 +148,7 @@ impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
             allow_host_bash: false,
+            child_env: Arc::default(),
             bash_command_timeout_secs: 600.0,
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,

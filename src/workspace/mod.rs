@@ -3,6 +3,7 @@
 //! child process groups.
 
 pub mod beneath;
+pub mod child_env;
 pub mod locks;
 pub mod paths;
 pub mod process;

@@ -310,3 +310,53 @@ async fn a_slow_first_byte_is_bounded_by_the_request_timeout_not_the_idle_timeou
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.completed()["final_message"], "thought about it");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bash_never_sees_a_credential() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "e", "name": "bash", "arguments": {"command": "env | sort"}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "models:\n  - {{name: demo, use: replay, cassette: {}}}\n  - {{name: other, use: openai, model: x, api_key: $MY_LLM}}\nsandbox:\n  bash_env_passthrough: [GIT_ASKPASS_TOKEN]\n",
+            c.display()
+        ),
+    )
+    .unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "--allow-bash",
+        "-c",
+        cfg.to_str().unwrap(),
+        "go",
+    ])
+    .cwd(ws.path())
+    .env("OPENAI_API_KEY", "sk-very-secret")
+    .env("MY_LLM", "llm-secret-value")
+    .env("db_password", "hunter2")
+    .env("GIT_ASKPASS_TOKEN", "allowed-through")
+    .env("PLAIN_SETTING", "visible")
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let env_out = out.first("tool_result")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(env_out.contains("PLAIN_SETTING=visible"), "{env_out}");
+    assert!(
+        env_out.contains("GIT_ASKPASS_TOKEN=allowed-through"),
+        "{env_out}"
+    );
+    for secret in ["sk-very-secret", "llm-secret-value", "hunter2"] {
+        assert!(!out.stdout.contains(secret), "{secret} leaked: {env_out}");
+    }
+}
