@@ -53,6 +53,31 @@ pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `s` for a terminal that shows it as lines: newlines and tabs stay, every other control
+/// character (escape sequences that would set the clipboard, the title, clear the screen)
+/// is made visible. A model's answer printed on a TTY goes through here.
+pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let escaped: String = s
+        .split_inclusive('\n')
+        .map(|line| {
+            let (body, nl) = match line.strip_suffix('\n') {
+                Some(b) => (b, "\n"),
+                None => (line, ""),
+            };
+            let body: String = body
+                .split('\t')
+                .map(|part| escape_controls(part).into_owned())
+                .collect::<Vec<_>>()
+                .join("\t");
+            format!("{body}{nl}")
+        })
+        .collect();
+    std::borrow::Cow::Owned(escaped)
+}
+
 /// Which part of a text survives a cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
@@ -172,6 +197,15 @@ mod tests {
         assert_eq!(
             escape_controls("a\nb\r\t\u{1b}]52;c;x\u{7}"),
             "a\\nb\\r\\t\\u{1b}]52;c;x\\u{7}"
+        );
+    }
+
+    #[test]
+    fn terminal_text_keeps_lines_and_tabs_only() {
+        assert_eq!(for_terminal("a\n\tb\n"), "a\n\tb\n");
+        assert_eq!(
+            for_terminal("x\u{1b}]52;c;aGk=\u{7}\r\ny"),
+            "x\\u{1b}]52;c;aGk=\\u{7}\\r\ny"
         );
     }
 

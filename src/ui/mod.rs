@@ -95,8 +95,15 @@ impl HumanView {
         };
         if let Some(m) = final_message {
             let mut out = std::io::stdout().lock();
+            // A terminal gets the answer's lines with its escape sequences made visible; a
+            // pipe gets the answer as the model wrote it.
+            let m = if out.is_terminal() {
+                crate::text::for_terminal(m)
+            } else {
+                std::borrow::Cow::Borrowed(m.as_str())
+            };
             let text = if m.ends_with('\n') {
-                m.clone()
+                m.into_owned()
             } else {
                 format!("{m}\n")
             };
@@ -105,6 +112,7 @@ impl HumanView {
             }
         }
         if let Some(e) = error {
+            let e = crate::text::escape_controls(e);
             self.err_line(&self.paint("31", &format!("deerflow: {status}: {e}")));
         }
         if !self.quiet {

@@ -322,8 +322,8 @@ pub fn task_line(t: &TaskView, now: Instant) -> String {
     };
     format!(
         "{} [{}] {} · turn {} · {doing} · {} tokens · {}",
-        t.id,
-        t.subagent_type,
+        short(&t.id, 40),
+        short(&t.subagent_type, 40),
         short(&t.description, 60),
         t.turns + u32::from(thinking),
         tokens(t.tokens),
@@ -337,13 +337,15 @@ fn tool_summary<'a>(names: impl Iterator<Item = &'a String>) -> String {
     for n in names {
         *counts.entry(n.as_str()).or_default() += 1;
     }
+    // Names come from the model: one short line each, nothing a terminal would obey.
     counts
         .into_iter()
         .map(|(n, c)| {
+            let n = short(n, 40);
             if c > 1 {
                 format!("{n}×{c}")
             } else {
-                n.to_string()
+                n
             }
         })
         .collect::<Vec<_>>()
@@ -496,6 +498,17 @@ mod tests {
             output_tokens: 0,
             total_tokens: total,
         }
+    }
+
+    #[test]
+    fn tool_names_from_the_model_cannot_drive_the_terminal() {
+        let now = Instant::now();
+        let mut s = ViewState::new();
+        s.apply(&lead(run_started()), now);
+        s.apply(&lead(call("c1", "\u{1b}]52;c;aGk=\u{7}ls\u{1b}[2J")), now);
+        let line = s.lead_line();
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("ls"), "{line}");
     }
 
     #[test]
