@@ -78,6 +78,35 @@ pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(escaped)
 }
 
+/// `s` with the `user:password@` of every URL in it replaced by `[redacted]@`, for config
+/// output and messages.
+pub fn without_url_credentials(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("://") || !s.contains('@') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first `/`, `?`, `#` or whitespace.
+        let end = tail
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("[redacted]");
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Which part of a text survives a cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
@@ -197,6 +226,23 @@ mod tests {
         assert_eq!(
             escape_controls("a\nb\r\t\u{1b}]52;c;x\u{7}"),
             "a\\nb\\r\\t\\u{1b}]52;c;x\\u{7}"
+        );
+    }
+
+    #[test]
+    fn url_credentials_are_redacted() {
+        assert_eq!(
+            without_url_credentials("https://user:pa55@example.com:8443/v1?x=1"),
+            "https://[redacted]@example.com:8443/v1?x=1"
+        );
+        assert_eq!(
+            without_url_credentials("see http://a@h/x and https://b:c@h2"),
+            "see http://[redacted]@h/x and https://[redacted]@h2"
+        );
+        assert_eq!(without_url_credentials("mail me@x.org"), "mail me@x.org");
+        assert_eq!(
+            without_url_credentials("https://h/path@not-userinfo"),
+            "https://h/path@not-userinfo"
         );
     }
 

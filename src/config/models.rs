@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::deerflow::{is_ollama, unsupported};
-use super::env::{expand, unset_message, Env};
+use super::env::{expand, unset_message, var_name, Env};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
 use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers};
@@ -154,7 +154,9 @@ fn spec_http(
     let base = env
         .get(endpoint.url_var)
         .unwrap_or_else(|| endpoint.default_url.to_string());
+    check_base_url(&base, &format!("${}", endpoint.url_var))?;
     let key = env_key(endpoint, env);
+    check_key(key.as_deref(), "the API key from the environment")?;
     if key.is_none() && providers.needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
             "model '{spec}' needs an API key: set {} (or add a models: entry with api_key)",
@@ -240,6 +242,7 @@ fn entry_http(
             .get(endpoint.url_var)
             .unwrap_or_else(|| endpoint.default_url.to_string()),
     };
+    check_base_url(&base, &format!("{at}.base_url"))?;
     let mut base = (endpoint.normalize_base)(&base);
     if ollama && !base.ends_with("/v1") {
         base.push_str("/v1");
@@ -249,6 +252,7 @@ fn entry_http(
         Some(raw) => Some(field(raw, at, "api_key", env)?).filter(|k| !k.trim().is_empty()),
         None => env_key(endpoint, env),
     };
+    check_key(key.as_deref(), &format!("{at}.api_key"))?;
     if key.is_none() && providers.needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
             "{at} ('{}') needs an API key: set api_key in the config or {}",
@@ -270,8 +274,50 @@ fn secs(v: f64) -> Duration {
     Duration::try_from_secs_f64(v).unwrap_or(Duration::from_secs(600))
 }
 
-/// Expands a `$VAR` field; the error names the key and the variable, never a value.
+/// A base URL must be an `http(s)` URL with a host: anything else would fail only after
+/// `run_started`, with retries (contract §12).
+fn check_base_url(url: &str, named: &str) -> Result<(), ConfigError> {
+    let shown = crate::text::without_url_credentials(url);
+    let ok = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+                && !rest.is_empty()
+                && !rest.starts_with(['/', '?', '#'])
+                && !url.chars().any(|c| c.is_control() || c.is_whitespace())
+        }
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Model(format!(
+            "{named}: '{}' is not an http(s) URL (e.g. https://api.openai.com/v1)",
+            crate::text::escape_controls(&shown)
+        )))
+    }
+}
+
+/// A key with control characters (a pasted CR/LF) cannot be a header value; the message
+/// never shows the key.
+fn check_key(key: Option<&str>, named: &str) -> Result<(), ConfigError> {
+    match key {
+        Some(k) if k.chars().any(char::is_control) => Err(ConfigError::Model(format!(
+            "{named} contains control characters (a line break?); remove them"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Expands a `$VAR` field; the error names the key and the variable, never a value. A value
+/// that starts with `$` but is no whole `$NAME` (`${VAR}`, `$HOME/x`) is an error: it would
+/// otherwise be sent literally.
 fn field(raw: &str, at: &str, key: &str, env: &Env) -> Result<String, ConfigError> {
+    let trimmed = raw.trim();
+    if trimmed.starts_with('$') && var_name(trimmed).is_none() {
+        return Err(ConfigError::Model(format!(
+            "{at}.{key}: a value starting with $ must be a whole $NAME reference (no braces,              nothing around it)"
+        )));
+    }
     expand(raw, env).map_err(|var| {
         ConfigError::MissingSecret(format!(
             "{at}.{key}: {}; export it, or change {at}.{key} in the config",

@@ -133,6 +133,11 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
 }
 
 fn redact(model: &mut Json) {
+    if let Some(url) = model.get_mut("base_url") {
+        if let Some(text) = url.as_str() {
+            *url = Json::String(crate::text::without_url_credentials(text).into_owned());
+        }
+    }
     if let Some(key) = model.get_mut("api_key") {
         let shown = match key.as_str().and_then(var_name) {
             Some(name) => format!("${name}"),

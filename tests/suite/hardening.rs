@@ -360,3 +360,69 @@ async fn bash_never_sees_a_credential() {
         assert!(!out.stdout.contains(secret), "{secret} leaked: {env_out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_urls_keys_and_references_are_config_errors_before_the_run() {
+    let ws = workspace();
+    let check = |entry: &str| {
+        let cfg = ws.path().join("bad.yaml");
+        std::fs::write(
+            &cfg,
+            format!("models:\n  - {{name: m, use: openai, model: x, {entry}}}\n"),
+        )
+        .unwrap();
+        cfg
+    };
+    for (entry, says) in [
+        (
+            "base_url: 'file:///etc/passwd', api_key: k",
+            "not an http(s) URL",
+        ),
+        (
+            "base_url: 'localhost:8080/v1', api_key: k",
+            "not an http(s) URL",
+        ),
+        ("api_key: '${OPENAI_API_KEY}'", "whole $NAME reference"),
+        ("api_key: '$HOME/key'", "whole $NAME reference"),
+    ] {
+        let cfg = check(entry);
+        let out = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+            .cwd(ws.path())
+            .text()
+            .await;
+        assert_eq!(out.code, 78, "{entry}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{entry}: {}", out.stderr);
+        let out = deerflow(["run", "--json", "-c", cfg.to_str().unwrap(), "go"])
+            .cwd(ws.path())
+            .text()
+            .await;
+        assert_eq!(out.code, 78, "{entry}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "no events before a config error");
+    }
+    let out = deerflow(["run", "--json", "-m", "openai:gpt-x", "go"])
+        .env("OPENAI_API_KEY", "sk-abc\r\nX-Injected: 1")
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stderr.contains("control characters"), "{}", out.stderr);
+    assert!(!out.stderr.contains("sk-abc"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_show_redacts_credentials_inside_urls() {
+    let ws = workspace();
+    let cfg = ws.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "models:\n  - {name: m, use: openai, model: x, api_key: k, base_url: 'https://bob:hunter2@gw.example/v1'}\n",
+    )
+    .unwrap();
+    for args in [vec!["config", "show"], vec!["config", "show", "--json"]] {
+        let mut all = vec!["-c", cfg.to_str().unwrap()];
+        all.extend(args);
+        let out = deerflow(all).cwd(ws.path()).text().await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+        assert!(out.stdout.contains("gw.example"), "{}", out.stdout);
+    }
+}
