@@ -365,6 +365,14 @@ fn zero_turns_and_non_positive_timeouts_are_config_errors() {
             "subagents:\n  custom_agents:\n    r: {description: d, system_prompt: p, timeout_seconds: 0.0}",
             "subagents.custom_agents.r.timeout_seconds: expected a positive number of seconds, found 0 (line 3 of",
         ),
+        (
+            "subagents: {timeout_seconds: 1e300}",
+            "subagents.timeout_seconds: longer than a year (at most 31536000 seconds) (line 1 of",
+        ),
+        (
+            "models:\n  - {name: m, use: openai, model: x, timeout: 31536001}",
+            "models[0].timeout: longer than a year",
+        ),
     ];
     for (text, want) in cases {
         let problems = load_text(text, &[], &Env::empty())

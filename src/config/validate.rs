@@ -129,12 +129,18 @@ fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
     );
 }
 
-/// Durations must be positive and finite (they become `Duration`s, which reject others).
+/// Durations must be positive, finite and at most a year (they become `Duration`s and
+/// deadlines; a larger one is a mistake, contract §12).
 fn seconds(v: f64, at: &KeyPath, problems: &mut Vec<Problem>) {
     if !(v.is_finite() && v > 0.0) {
         problems.push((
             at.clone(),
             format!("expected a positive number of seconds, found {v}"),
+        ));
+    } else if v > crate::text::MAX_SECONDS {
+        problems.push((
+            at.clone(),
+            "longer than a year (at most 31536000 seconds)".to_string(),
         ));
     }
 }
