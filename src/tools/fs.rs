@@ -1,7 +1,7 @@
 //! File tools: `ls`, `read_file`, `write_file`, `str_replace`, plus the helpers the other tool
 //! families share (output truncation, path resolution, binary detection).
 
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -187,9 +187,22 @@ pub(crate) async fn write_target(
         if let Some(parent) = t.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
             beneath::create_dirs_beneath(&t.root, parent).map_err(fail)?;
         }
+        if !append {
+            // Something already there must be a regular file we may write (not a directory,
+            // a FIFO or a device); opening it without truncating changes nothing.
+            if t.abs.symlink_metadata().is_ok() {
+                let probe = OpenMode::Write {
+                    create: false,
+                    truncate: false,
+                    append: false,
+                };
+                open_regular(&t, &shown, probe, "")?;
+            }
+            return beneath::replace_beneath(&t.root, &t.rel, content.as_bytes()).map_err(fail);
+        }
         let mode = OpenMode::Write {
             create: true,
-            truncate: !append,
+            truncate: false,
             append,
         };
         let mut file = open_regular(&t, &shown, mode, "")?;
@@ -209,14 +222,12 @@ pub(crate) async fn edit_target(
     let shown = ctx.workspace.display_path(&t.abs);
     let t = t.clone();
     blocking(move || {
-        let mut file = open_regular(&t, &shown, OpenMode::ReadWrite, READ_DIR_HINT)?;
+        let mut file = open_regular(&t, &shown, OpenMode::Read, READ_DIR_HINT)?;
         let text = read_open(&mut file, &shown)?;
         let updated = edit(&text, &shown)?;
         let fail =
             |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
-        file.set_len(0).map_err(fail)?;
-        file.rewind().map_err(fail)?;
-        file.write_all(updated.as_bytes()).map_err(fail)
+        beneath::replace_beneath(&t.root, &t.rel, updated.as_bytes()).map_err(fail)
     })
     .await
 }

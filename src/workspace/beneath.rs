@@ -138,6 +138,104 @@ pub fn open_beneath_with(
     Ok(File::from(fd))
 }
 
+/// Replaces the file `rel` beneath `root` with `bytes` atomically: the content goes to a
+/// temporary file in the same directory, which then takes the name with `renameat`. A crash
+/// or a reader at any moment sees the old content or the new, never a mix or an empty file
+/// (contract §12). An existing file keeps its mode; a new one gets the umask's. A final
+/// component that is a symlink (allowed only when it stays beneath `root`) is written
+/// through in place instead, so the link stays a link.
+pub fn replace_beneath(root: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
+    let names = components(rel)?;
+    let Some((name, parents)) = names.split_last() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no file name"));
+    };
+    let root_fd = open_root(root)?;
+    let dir = open_at(&root_fd, parents, DIR_FLAGS, 0, Resolver::Kernel)?;
+    let existing = stat_at(&dir, name)?;
+    if existing.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK) {
+        let write = OpenMode::Write {
+            create: false,
+            truncate: true,
+            append: false,
+        };
+        let mut f = open_beneath(root, rel, write)?;
+        return io::Write::write_all(&mut f, bytes);
+    }
+    let (tmp_name, tmp) = create_temp_at(&dir, name)?;
+    let cleanup = |e: io::Error| {
+        // SAFETY: `dir` is open and `tmp_name` a valid NUL-terminated string.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp_name.as_ptr(), 0) };
+        e
+    };
+    let mut file = File::from(tmp);
+    io::Write::write_all(&mut file, bytes).map_err(cleanup)?;
+    if let Some(st) = existing {
+        use std::os::unix::fs::PermissionsExt;
+        let perms = std::fs::Permissions::from_mode(st.st_mode & 0o7777);
+        file.set_permissions(perms).map_err(cleanup)?;
+    }
+    // SAFETY: both names are valid NUL-terminated strings in the open directory `dir`.
+    let r = unsafe {
+        libc::renameat(
+            dir.as_raw_fd(),
+            tmp_name.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(cleanup(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// `fstatat` without following a final symlink; `None` when nothing has the name.
+fn stat_at(dir: &OwnedFd, name: &CString) -> io::Result<Option<libc::stat>> {
+    // SAFETY: a zeroed `stat` is a valid value for fstatat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` is open, `name` NUL-terminated, `st` a valid out-pointer.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r == 0 {
+        return Ok(Some(st));
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::NotFound {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+/// A new, empty temporary file beside `name` in `dir` (a hidden name no one else uses).
+fn create_temp_at(dir: &OwnedFd, name: &CString) -> io::Result<(CString, OwnedFd)> {
+    let base = String::from_utf8_lossy(name.as_bytes()).into_owned();
+    for _ in 0..16 {
+        let tmp = format!(".{base}.deerflow-{:08x}.tmp", fastrand::u32(..));
+        let tmp = CString::new(tmp)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name contains a NUL byte"))?;
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+        // SAFETY: `dir` is open and `tmp` a valid NUL-terminated string.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, FILE_MODE) };
+        match owned(fd) {
+            Ok(fd) => return Ok((tmp, fd)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "cannot find a free temporary name",
+    ))
+}
+
 /// Creates `rel` and its missing ancestors beneath `root`, one `mkdirat` at a time, each in a
 /// directory opened beneath `root` (so no symlink can redirect a creation outside).
 pub fn create_dirs_beneath(root: &Path, rel: &Path) -> io::Result<()> {
@@ -380,6 +478,69 @@ pub(crate) mod tests {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+
+    #[test]
+    fn a_replace_keeps_the_mode_and_a_reader_never_sees_a_mix() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("data.txt");
+        let old = "o".repeat(200_000);
+        let new = "n".repeat(300_000);
+        std::fs::write(&f, &old).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o754)).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (f, stop, old, new) = (f.clone(), stop.clone(), old.clone(), new.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let text = std::fs::read_to_string(&f).unwrap();
+                    assert!(
+                        text == old || text == new,
+                        "a read saw {} bytes",
+                        text.len()
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for i in 0..50 {
+            let body = if i % 2 == 0 { &new } else { &old };
+            replace_beneath(d.path(), Path::new("data.txt"), body.as_bytes()).unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        assert!(reader.join().unwrap() > 0);
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o754);
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_replace_writes_through_a_symlink_inside_and_creates_new_files() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("real.txt"), "old").unwrap();
+        symlink("real.txt", d.path().join("link.txt")).unwrap();
+        replace_beneath(d.path(), Path::new("link.txt"), b"new").unwrap();
+        assert!(d
+            .path()
+            .join("link.txt")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("real.txt")).unwrap(),
+            "new"
+        );
+        replace_beneath(d.path(), Path::new("fresh.txt"), b"x").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("fresh.txt")).unwrap(),
+            "x"
+        );
+        assert!(replace_beneath(d.path(), Path::new("../out.txt"), b"x").is_err());
+    }
 
     const BOTH: [Resolver; 2] = [Resolver::Kernel, Resolver::Walk];
 
