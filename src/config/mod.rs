@@ -37,7 +37,8 @@ pub use models::{
 pub use providers::{HttpSettings, Provider, PROVIDERS};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::{
-    AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, ProviderKind,
-    SandboxConfig, SkillsConfig, SubagentsConfig, TokenBudgetConfig,
+    AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,
+    ProviderKind, SandboxConfig, SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig,
+    TokenBudgetConfig, ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};

@@ -53,6 +53,7 @@ mod tests {
             http,
             cassette: None,
             price: None,
+            context_window: None,
         }
     }
 

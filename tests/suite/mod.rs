@@ -3,6 +3,7 @@
 mod anthropic_http;
 mod commands_cli;
 mod config_cli;
+mod context;
 mod examples;
 mod generated_docs;
 mod guards;
