@@ -360,4 +360,44 @@ mod tests {
         assert!(!ModelError::Script("prompt is too long".into()).is_context_overflow());
         assert!(!ModelError::Cancelled.is_context_overflow());
     }
+
+    #[test]
+    fn clients_report_the_configured_context_window() {
+        use crate::config::{load_with, resolve_model_with, Env, LoadOptions};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"version": 1}"#).unwrap();
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "models:\n\
+             - {name: o, use: openai, model: x, base_url: 'http://127.0.0.1:1/v1', context_window: 4096, max_tokens: 512}\n\
+             - {name: a, use: anthropic, model: y, base_url: 'http://127.0.0.1:1', context_window: 200000}\n\
+             - {name: r, use: replay, cassette: c.json, context_window: 1000}\n\
+             - {name: n, use: openai, model: z, base_url: 'http://127.0.0.1:1/v1'}\n",
+        )
+        .unwrap();
+        let opts = LoadOptions {
+            explicit: Some(file),
+            sets: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+        };
+        let loaded = load_with(&opts, &Env::empty()).unwrap();
+        let limits = |name: &str| {
+            let r = resolve_model_with(&loaded, name, dir.path(), &Env::empty()).unwrap();
+            registry::build(&r).unwrap().limits()
+        };
+        let l = |w, out| ModelLimits {
+            context_window: w,
+            max_output_tokens: out,
+        };
+        assert_eq!(limits("o"), l(Some(4096), Some(512)));
+        assert_eq!(limits("a"), l(Some(200_000), None));
+        assert_eq!(limits("r"), l(Some(1000), None));
+        assert_eq!(limits("n"), l(None, None));
+        // `--record` wraps a client without hiding its limits.
+        let r = resolve_model_with(&loaded, "r", dir.path(), &Env::empty()).unwrap();
+        let rec =
+            providers::replay::Recorder::new(registry::build(&r).unwrap(), Default::default());
+        assert_eq!(rec.limits(), l(Some(1000), None));
+    }
 }

@@ -340,3 +340,62 @@ async fn exempt_tools_and_a_disabled_section_keep_results_inline() {
     );
     assert!(content.len() >= 20_000);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn model_name_writes_the_summary_and_its_failure_falls_back_to_the_agents_model() {
+    for cheap_fails in [false, true] {
+        let server = MockServer::start().await;
+        let ws = workspace();
+        config(
+            ws.path(),
+            &server,
+            &format!(
+                "  - {{name: cheap, use: openai, model: m-cheap, base_url: '{}', api_key: sk-test}}\n\
+                 summarization:\n  model_name: cheap\n  trigger: [{{type: messages, value: 3}}]\n  keep: {{type: messages, value: 0}}\n",
+                server.url()
+            ),
+        );
+        let is_cheap = |r: &RecordedRequest| r.body["model"] == "m-cheap";
+        if cheap_fails {
+            server.push(Rule::when(is_cheap).reply(Reply::status(400)));
+        } else {
+            server.push(Rule::when(is_cheap).reply(Reply::text("CHEAP-SUMMARY").usage(70, 7)));
+        }
+        server
+            .push(Rule::body_contains(SUMMARY_ASK).reply(Reply::text("OWN-SUMMARY").usage(80, 8)));
+        server.push(Rule::body_contains("-SUMMARY").reply(Reply::text("done").usage(5, 1)));
+        server
+            .push(Rule::any().reply(Reply::tool_calls(vec![("c1", "ls", json!({}))]).usage(10, 1)));
+        let out = run(ws.path(), &[]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let reqs = server.requests();
+        let cheap: Vec<_> = reqs.iter().filter(|r| is_cheap(r)).collect();
+        assert_eq!(cheap.len(), 1);
+        assert!(is_summary(cheap[0]) && cheap[0].body.get("tools").is_none());
+        let usage = out.of_type("usage");
+        let by_model = &out.completed()["usage"]["by_model"];
+        if cheap_fails {
+            assert!(messages(reqs.last().unwrap())[2]["content"]
+                .as_str()
+                .unwrap()
+                .contains("OWN-SUMMARY"));
+            assert_eq!(usage[1]["model"], "lead");
+            assert_eq!(usage[1]["input_tokens"], 80);
+            assert!(by_model.get("cheap").is_none(), "{by_model}");
+        } else {
+            assert!(messages(reqs.last().unwrap())[2]["content"]
+                .as_str()
+                .unwrap()
+                .contains("CHEAP-SUMMARY"));
+            // The summary model's usage is the lead's call, attributed to that model.
+            assert_eq!(usage[1]["caller"], "lead");
+            assert_eq!(usage[1]["model"], "cheap");
+            assert_eq!(by_model["cheap"]["total_tokens"], 77);
+            assert_eq!(
+                out.completed()["usage"]["lead"]["total_tokens"],
+                11 + 77 + 6
+            );
+        }
+        assert_eq!(out.completed()["turns"], 2);
+    }
+}

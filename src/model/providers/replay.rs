@@ -482,4 +482,22 @@ mod tests {
         assert_eq!(c.lead[0].tool_calls[0].id.as_deref(), Some("call_1_1"));
         assert_eq!(c.lead[1].usage.as_ref().unwrap().total_tokens, Some(940));
     }
+
+    #[tokio::test]
+    async fn a_summary_call_takes_nothing_from_the_script_and_is_not_recorded() {
+        let log = Arc::new(RecordLog::default());
+        let rec = Recorder::new(Arc::new(ReplayModel::new(cassette(), "c")), log.clone());
+        let ctx = CallContext::new(CancellationToken::new());
+        let mut summary = req(AgentId::Lead, 1);
+        summary.purpose = CallPurpose::Summary;
+        let s = rec.complete(&summary, &ctx).await.unwrap();
+        assert!(s
+            .text
+            .unwrap()
+            .starts_with("Summary of the earlier conversation of the lead"));
+        assert_eq!((s.usage, s.tool_calls.len()), (None, 0));
+        let turn = rec.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
+        assert_eq!(turn.text.as_deref(), Some("final"));
+        assert_eq!(log.cassette().lead.len(), 1);
+    }
 }
