@@ -338,15 +338,8 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
     };
     let earlier = history.compacted().cloned().unwrap_or_default();
     let old = &messages[first..split];
-    let max_chars = usize::try_from(s.trim_tokens)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(CHARS_PER_TOKEN);
-    let text = transcript(
-        history.compacted().map(|c| c.summary.as_str()),
-        old,
-        max_chars,
-    );
-    let Some(summary) = summarize(s, at, &text).await else {
+    let earlier_summary = history.compacted().map(|c| c.summary.as_str());
+    let Some(summary) = summarize(s, at, earlier_summary, old).await else {
         return false;
     };
     let mut delegations = earlier.delegations;
@@ -372,17 +365,41 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
     true
 }
 
+/// A summarizer that finds the transcript too long for its own context gets it halved, down
+/// to this many characters.
+const MIN_TRANSCRIPT_CHARS: usize = 2_000;
+
+/// The characters of transcript a summary call may carry: `trim_tokens_to_summarize`, and
+/// no more than half the agent's context window when it is known.
+pub fn transcript_budget(trim_tokens: u64, limits: ModelLimits) -> usize {
+    let tokens = match limits.context_window {
+        Some(w) => trim_tokens.min(w / 2),
+        None => trim_tokens,
+    };
+    usize::try_from(tokens)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(CHARS_PER_TOKEN)
+        .max(MIN_TRANSCRIPT_CHARS)
+}
+
 /// The summary from `model_name`, else from the agent's own model.
-async fn summarize(s: &Summarization, at: &PreCall<'_>, transcript: &str) -> Option<String> {
-    let (system, user) = summary_request(s.prompt.as_deref(), transcript);
-    let req = ChatRequest {
-        system: system.into(),
-        messages: Arc::new(vec![Message::User(user)]),
-        tools: Arc::from([]),
-        tool_choice_none: false,
-        agent: at.agent.clone(),
-        turn: at.turn,
-        purpose: CallPurpose::Summary,
+async fn summarize(
+    s: &Summarization,
+    at: &PreCall<'_>,
+    earlier: Option<&str>,
+    old: &[Message],
+) -> Option<String> {
+    let request = |chars: usize| {
+        let (system, user) = summary_request(s.prompt.as_deref(), &transcript(earlier, old, chars));
+        ChatRequest {
+            system: system.into(),
+            messages: Arc::new(vec![Message::User(user)]),
+            tools: Arc::from([]),
+            tool_choice_none: false,
+            agent: at.agent.clone(),
+            turn: at.turn,
+            purpose: CallPurpose::Summary,
+        }
     };
     let (own, own_name) = at.port.own_model();
     let mut candidates = Vec::new();
@@ -394,13 +411,25 @@ async fn summarize(s: &Summarization, at: &PreCall<'_>, transcript: &str) -> Opt
     }
     let mut failures = Vec::new();
     for (model, name) in candidates {
-        match at.port.side_call(model.as_ref(), &name, &req).await {
-            Ok(r) => match r.text.filter(|t| !t.trim().is_empty()) {
-                Some(t) => return Some(t),
-                None => failures.push(format!("{name}: the summary was empty")),
-            },
-            Err(crate::model::ModelError::Cancelled) => return None,
-            Err(e) => failures.push(format!("{name}: {e}")),
+        let mut chars = transcript_budget(s.trim_tokens, at.limits);
+        loop {
+            match at
+                .port
+                .side_call(model.as_ref(), &name, &request(chars))
+                .await
+            {
+                Ok(r) => match r.text.filter(|t| !t.trim().is_empty()) {
+                    Some(t) => return Some(t),
+                    None => failures.push(format!("{name}: the summary was empty")),
+                },
+                Err(crate::model::ModelError::Cancelled) => return None,
+                Err(e) if e.is_context_overflow() && chars > MIN_TRANSCRIPT_CHARS => {
+                    chars = (chars / 2).max(MIN_TRANSCRIPT_CHARS);
+                    continue;
+                }
+                Err(e) => failures.push(format!("{name}: {e}")),
+            }
+            break;
         }
     }
     at.port.emit(Event::warning(

@@ -273,3 +273,18 @@ fn reported_usage_wins_over_the_estimate() {
     });
     assert_eq!(current_tokens(&at, &m), (7, true));
 }
+
+#[test]
+fn the_transcript_fits_half_the_context_window() {
+    assert_eq!(
+        transcript_budget(15_564, ModelLimits::default()),
+        15_564 * 4
+    );
+    assert_eq!(transcript_budget(15_564, window(4096)), 2048 * 4);
+    assert_eq!(transcript_budget(15_564, window(1_000_000)), 15_564 * 4);
+    assert_eq!(
+        transcript_budget(1, window(10)),
+        2_000,
+        "never below the floor"
+    );
+}

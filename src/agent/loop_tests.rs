@@ -640,3 +640,37 @@ async fn a_second_compaction_resummarizes_the_first_and_keeps_its_ledger() {
         matches!(&o.requests[4].messages[1], Message::User(t) if t.contains("SECOND") && !t.contains("FIRST"))
     );
 }
+
+#[tokio::test]
+async fn a_summarizer_that_overflows_gets_a_shorter_transcript() {
+    let big = "w".repeat(5000);
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", &big), call("b", &big)], None),
+        overflow(),
+        text("S"),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Messages(4)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let transcript_chars = |r: &ChatRequest| match &r.messages[0] {
+        Message::User(t) => t.chars().count(),
+        m => panic!("{m:?}"),
+    };
+    let (first, second) = (&o.requests[1], &o.requests[2]);
+    assert_eq!(first.purpose, CallPurpose::Summary);
+    assert_eq!(second.purpose, CallPurpose::Summary);
+    // trim_tokens 1000 = 4000 characters, then half of that (plus the instruction line and
+    // the cut marker).
+    assert!(
+        (4000..4100).contains(&transcript_chars(first)),
+        "{}",
+        transcript_chars(first)
+    );
+    assert!(
+        (2000..2100).contains(&transcript_chars(second)),
+        "{}",
+        transcript_chars(second)
+    );
+    assert_eq!(compactions(&o.events).len(), 1);
+}
