@@ -38,33 +38,58 @@ impl ToolResultStore {
         if total <= self.min_chars {
             return content;
         }
-        let name = format!("{}.txt", file_stem(&call.id));
-        if let Err(e) = self.write(&name, &content) {
-            crate::logging::warn(&format!(
-                "cannot store the result of tool call {} ({e}); it stays inline",
-                call.id
-            ));
-            return content;
+        let name = match self.write(&file_stem(&call.id), &content) {
+            Ok(name) => name,
+            Err(e) => {
+                crate::logging::warn(&format!(
+                    "cannot store the result of tool call {} ({e}); it stays inline",
+                    call.id
+                ));
+                return content;
+            }
+        };
+        let note = format!(
+            "[deerflow] This result is {total} characters long. It was saved whole to \
+             {VIRTUAL_TOOL_RESULTS}/{name} (read-only): read parts of it with read_file \
+             (start_line/end_line) or search it with grep."
+        );
+        // A low `externalize_min_chars` can store a result shorter than head + tail.
+        if total <= HEAD_CHARS + TAIL_CHARS {
+            return format!("{note}\n{content}");
         }
         let head = cut(&content, HEAD_CHARS, Keep::Head).head;
         let tail = cut(&content, TAIL_CHARS, Keep::Tail).tail;
-        let omitted = total - head.chars().count() - tail.chars().count();
+        let omitted = total - HEAD_CHARS - TAIL_CHARS;
         format!(
-            "[deerflow] This result is {total} characters long. It was saved whole to \
-             {VIRTUAL_TOOL_RESULTS}/{name} (read-only): read parts of it with read_file \
-             (start_line/end_line) or search it with grep. Its start and end follow.\n\
-             {head}\n... [{omitted} characters not shown] ...\n{tail}"
+            "{note} Its start and end follow.\n{head}\n... [{omitted} characters not shown] ...\n{tail}"
         )
     }
 
-    fn write(&self, name: &str, content: &str) -> std::io::Result<()> {
+    /// Writes `content` as `<stem>.txt`, or `<stem>-2.txt`, … when that name is taken: call
+    /// ids are unique within one agent's transcript only, and sub-agents share the directory.
+    /// Returns the file name.
+    fn write(&self, stem: &str, content: &str) -> std::io::Result<String> {
         std::fs::create_dir_all(&self.dir)?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(self.dir.join(name))?;
-        f.write_all(content.as_bytes())
+        let mut n = 1;
+        loop {
+            let name = if n == 1 {
+                format!("{stem}.txt")
+            } else {
+                format!("{stem}-{n}.txt")
+            };
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(self.dir.join(&name));
+            match opened {
+                Ok(mut f) => {
+                    f.write_all(content.as_bytes())?;
+                    return Ok(name);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
@@ -123,6 +148,21 @@ mod tests {
         assert!(shown.contains("line 0\n") && shown.contains("line 1999\n"));
         assert!(!shown.contains("line 1000\n"));
         assert!(shown.chars().count() < HEAD_CHARS + TAIL_CHARS + 400);
+    }
+
+    #[test]
+    fn the_same_call_id_from_two_agents_gets_two_files() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path());
+        let one = s.admit(&call("c1", "bash"), "1".repeat(200));
+        let two = s.admit(&call("c1", "grep"), "2".repeat(200));
+        assert!(one.contains("/mnt/tool-results/c1.txt"), "{one}");
+        assert!(two.contains("/mnt/tool-results/c1-2.txt"), "{two}");
+        // Shorter than head + tail: the model sees it all, with the path.
+        assert!(two.ends_with(&format!("\n{}", "2".repeat(200))), "{two}");
+        let read = |n: &str| std::fs::read_to_string(d.path().join("results").join(n)).unwrap();
+        assert_eq!(read("c1.txt"), "1".repeat(200));
+        assert_eq!(read("c1-2.txt"), "2".repeat(200));
     }
 
     #[test]
