@@ -279,6 +279,12 @@ impl ModelError {
             "exceeds the model's context window",
             "input exceeds the context window",
             "context window exceeded",
+            // Ollama.
+            "exceeds the context length",
+            // Gemini's OpenAI-compatible endpoint.
+            "exceeds the maximum number of tokens allowed",
+            // Groq and OpenAI put the code beside a message that says only this.
+            "reduce the length of the messages",
         ];
         SAYINGS.iter().any(|s| m.contains(s))
     }
@@ -336,6 +342,9 @@ mod tests {
             "context_length_exceeded",
             "prompt is too long: 215304 tokens > 200000 maximum",
             "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "the input length exceeds the context length",
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            "Please reduce the length of the messages or completion.",
         ] {
             assert!(http(400, m).is_context_overflow(), "{m}");
         }
