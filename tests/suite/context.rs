@@ -399,3 +399,35 @@ async fn model_name_writes_the_summary_and_its_failure_falls_back_to_the_agents_
         assert_eq!(out.completed()["turns"], 2);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fraction_trigger_reads_the_models_context_window() {
+    for (window, compacts) in [(Some(1000), true), (None, false)] {
+        let server = MockServer::start().await;
+        let ws = workspace();
+        let p = ws.path().join("deerflow.yaml");
+        let window = window.map_or(String::new(), |w| format!(", context_window: {w}"));
+        std::fs::write(
+            &p,
+            format!(
+                "models:\n  - {{name: lead, use: openai, model: m, base_url: '{}', api_key: sk-test{window}}}\n\
+                 summarization:\n  trigger: [{{type: fraction, value: 0.5}}]\n  keep: {{type: messages, value: 0}}\n",
+                server.url()
+            ),
+        )
+        .unwrap();
+        server.push(Rule::body_contains(SUMMARY_ASK).reply(Reply::text("SUM")));
+        server.push(
+            Rule::any().reply(Reply::tool_calls(vec![("c1", "ls", json!({}))]).usage(600, 5)),
+        );
+        server.push(Rule::any().reply(Reply::text("done").usage(100, 5)));
+        let out = run(ws.path(), &[]).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(
+            out.of_type("context_compacted").len(),
+            usize::from(compacts),
+            "{window}"
+        );
+        assert_eq!(server.requests().iter().any(is_summary), compacts);
+    }
+}
