@@ -71,3 +71,38 @@ for c in 3 12; do
   target=$([ "$c" = 3 ] && echo "≤ 4.12 s" || echo "≤ 1.03 s")
   echo "| --max-concurrent $c | $(printf '%s\n' "${spans[@]}" | median) s | $target |"
 done
+
+# A long agent: 200 lead turns, each reading a different 20 KB file (read_file results stay
+# inline), with summarization on (trigger at 50,000 estimated tokens, keep 10 messages) and
+# off. RSS is sampled from /proc while the run goes (each response takes 15 ms): with
+# compaction it stays flat, without it grows with the history.
+python3 - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+for i in range(200):
+    with open(f"{d}/f{i}.txt", "w") as f:
+        for j in range(200):
+            f.write(f"{i:03d}-{j:03d} " + "x" * 91 + "\n")
+lead = [{"tool_calls": [{"name": "read_file", "arguments": {"path": f"f{i}.txt"}}], "delay_ms": 15}
+        for i in range(200)] + [{"text": "done"}]
+json.dump({"version": 1, "lead": lead}, open(f"{d}/long200.json", "w"))
+open(f"{d}/ctx_on.yaml", "w").write(
+    "summarization: {trigger: {type: tokens, value: 50000}, keep: {type: messages, value: 10}}\n"
+    "loop_detection: {enabled: false}\n")
+open(f"{d}/ctx_off.yaml", "w").write("summarization: {enabled: false}\nloop_detection: {enabled: false}\n")
+PY
+echo
+echo "| 200 turns × 20 KB results | RSS at 25 % / 50 % / 75 % / end of the run | context_compacted |"
+echo "|---|---|---|"
+for mode in on off; do
+  "$BIN" -c "$TMP/ctx_$mode.yaml" run --json --max-turns 1000 -m "replay:$TMP/long200.json" -C "$TMP" go > "$TMP/long.ndjson" 2>/dev/null &
+  pid=$!
+  : > "$TMP/rss"
+  while kill -0 "$pid" 2>/dev/null; do
+    awk '/VmRSS/ {printf "%.1f\n", $2/1024}' "/proc/$pid/status" 2>/dev/null >> "$TMP/rss" || true
+    sleep 0.05
+  done
+  wait "$pid" || true
+  curve=$(awk '{a[NR]=$1} END {printf "%s / %s / %s / %s MiB", a[int(NR/4)+1], a[int(NR/2)+1], a[int(3*NR/4)+1], a[NR]}' "$TMP/rss")
+  echo "| summarization $mode | $curve | $(grep -c '"type":"context_compacted"' "$TMP/long.ndjson" || true) |"
+done

@@ -29,6 +29,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// `tool_result.status` and a sub-agent tool message's `status`.
 pub const TOOL_STATUSES: &[&str] = &["ok", "error"];
+/// `context_compacted.reason`: a trigger fired, or the provider said the context was too long.
+pub const COMPACTION_REASONS: &[&str] = &["trigger", "overflow"];
 /// `run_completed.status`.
 pub const RUN_STATUSES: &[&str] = &[
     "completed",
@@ -222,6 +224,15 @@ pub enum Event {
         #[schemars(with = "String")]
         server: Option<String>,
     },
+    /// An agent's history was summarized (§10); `task_id` when a sub-agent's.
+    ContextCompacted {
+        messages_before: u32,
+        messages_after: u32,
+        /// What the last response reported; `null` when the size was estimated.
+        input_tokens_before: Option<u64>,
+        #[schemars(schema_with = "compaction_reason_schema")]
+        reason: String,
+    },
     /// The lead agent asked the user; the run then ends.
     ClarificationRequested {
         question: String,
@@ -246,6 +257,10 @@ pub enum Event {
 
 fn tool_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "enum": TOOL_STATUSES })
+}
+
+fn compaction_reason_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": COMPACTION_REASONS })
 }
 
 fn run_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -292,6 +307,7 @@ impl Event {
             Event::TaskCancelled { .. } => "task_cancelled",
             Event::Usage { .. } => "usage",
             Event::Warning { .. } => "warning",
+            Event::ContextCompacted { .. } => "context_compacted",
             Event::ClarificationRequested { .. } => "clarification_requested",
             Event::RunCompleted { .. } => "run_completed",
         }
@@ -661,6 +677,18 @@ pub(crate) fn samples() -> Vec<Envelope> {
             retry: None,
             server: Some("fs".into()),
         }),
+        inside(Event::ContextCompacted {
+            messages_before: 40,
+            messages_after: 12,
+            input_tokens_before: Some(33_000),
+            reason: "trigger".into(),
+        }),
+        lead(Event::ContextCompacted {
+            messages_before: 9,
+            messages_after: 4,
+            input_tokens_before: None,
+            reason: "overflow".into(),
+        }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),
             options: vec!["a".into(), "b".into()],
@@ -842,6 +870,6 @@ mod tests {
     fn samples_cover_every_event_type() {
         let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
         names.dedup();
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 16, "{names:?}");
     }
 }

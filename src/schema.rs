@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn one_branch_per_event_type_and_the_envelope_is_required() {
         let schema = event_schema();
-        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 15);
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 16);
         assert_eq!(
             schema["required"],
             json!(["type", "seq", "ts", "run_id"]),
@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn wrong_lines_are_rejected() {
         let v = validator();
-        let good = line(&samples()[20]);
+        let good = line(samples().last().unwrap());
         assert!(v.is_valid(&good));
         let with = |path: &str, value: Value| {
             let mut l = good.clone();
@@ -171,6 +171,28 @@ mod tests {
         let mut extra = good.clone();
         extra["added_later"] = json!({"x": 1});
         assert!(v.is_valid(&extra), "unknown fields are allowed");
+    }
+
+    #[test]
+    fn a_compaction_names_its_reason_and_may_lack_token_counts() {
+        let v = validator();
+        let compacted: Vec<Value> = samples()
+            .iter()
+            .map(line)
+            .filter(|l| l["type"] == "context_compacted")
+            .collect();
+        assert_eq!(compacted.len(), 2);
+        assert!(compacted.iter().all(|l| v.is_valid(l)));
+        assert!(compacted[1]["input_tokens_before"].is_null());
+        let mut bad = compacted[0].clone();
+        bad["reason"] = json!("boredom");
+        assert!(!v.is_valid(&bad));
+        let mut missing = compacted[1].clone();
+        missing
+            .as_object_mut()
+            .unwrap()
+            .remove("input_tokens_before");
+        assert!(!v.is_valid(&missing), "null, not absent");
     }
 
     #[test]

@@ -7,19 +7,41 @@
 
 use std::sync::Arc;
 
-use crate::model::{AgentId, BoxFuture, Message, ModelLimits, Usage};
+use crate::events::Event;
+use crate::model::{
+    AgentId, BoxFuture, ChatModel, ChatRequest, Message, ModelError, ModelLimits, ModelResponse,
+    ToolCall, Usage,
+};
 
 /// One agent's messages, oldest first; the first is the task (the user's prompt).
 #[derive(Debug, Clone, Default)]
 pub struct History {
     messages: Arc<Vec<Message>>,
+    /// What compactions left behind: the summary (the second message) and the ledger of the
+    /// `task` calls it replaced, carried verbatim into every later summary.
+    compacted: Option<Compacted>,
+}
+
+/// The state of a compacted history.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Compacted {
+    /// The summarizer's text, as it went into the summary message.
+    pub summary: String,
+    /// One line per `task` call summarized away, oldest first.
+    pub delegations: Vec<String>,
 }
 
 impl History {
     pub fn new(first: Message) -> Self {
         Self {
             messages: Arc::new(vec![first]),
+            compacted: None,
         }
+    }
+
+    /// Set once the history was compacted: its second message is then the summary.
+    pub fn compacted(&self) -> Option<&Compacted> {
+        self.compacted.as_ref()
     }
 
     pub fn messages(&self) -> &[Message] {
@@ -44,8 +66,9 @@ impl History {
     }
 
     /// Replaces the whole history (a compaction's result).
-    pub fn replace(&mut self, messages: Vec<Message>) {
+    pub fn replace(&mut self, messages: Vec<Message>, compacted: Compacted) {
         self.messages = Arc::new(messages);
+        self.compacted = Some(compacted);
     }
 
     /// The history as a request carries it: shared, not copied.
@@ -55,7 +78,7 @@ impl History {
 }
 
 /// What a context policy knows before a model call.
-#[derive(Debug, Clone)]
+#[derive(Clone, Copy)]
 pub struct PreCall<'a> {
     pub agent: &'a AgentId,
     /// 0-based index of the call about to be made.
@@ -65,19 +88,72 @@ pub struct PreCall<'a> {
     pub last_usage: Option<Usage>,
     /// The model's capacity, as configured.
     pub limits: ModelLimits,
+    /// Why the policy is asked.
+    pub reason: Reason,
+    /// Characters every request carries besides the history (system prompt, tool specs),
+    /// for estimates.
+    pub fixed_chars: usize,
+    /// Model calls as this agent, for a summary.
+    pub port: &'a dyn AgentPort,
 }
 
-/// Decides, before each model call, whether the history must shrink, and shrinks it.
+/// Why a policy is asked to act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Before a model call: act if a trigger fires.
+    Trigger,
+    /// The provider said the last request's context was too long: shrink now.
+    Overflow,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Trigger => "trigger",
+            Reason::Overflow => "overflow",
+        }
+    }
+}
+
+/// What the agent loop lends a policy: the agent's model, and model calls made and
+/// accounted as that agent's.
+pub trait AgentPort: Send + Sync {
+    /// The agent's own model and the name events give it.
+    fn own_model(&self) -> (Arc<dyn ChatModel>, String);
+    /// One model call of this agent that is not a turn: its `usage` event carries the
+    /// agent's caller and it counts in the totals and the budget.
+    fn side_call<'a>(
+        &'a self,
+        model: &'a dyn ChatModel,
+        model_name: &'a str,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+    /// Emits an event as this agent (stamped with its task id inside a sub-agent).
+    fn emit(&self, event: Event);
+}
+
+/// Decides, before each model call, whether the history must shrink, and shrinks it; and
+/// decides what of a tool result goes into the history.
 pub trait ContextPolicy: Send + Sync {
-    fn before_call<'a>(&'a self, history: &'a mut History, at: PreCall<'a>) -> BoxFuture<'a, ()>;
+    /// Returns whether the history was compacted.
+    fn before_call<'a>(&'a self, history: &'a mut History, at: PreCall<'a>) -> BoxFuture<'a, bool>;
+
+    /// The text of a tool result as the history keeps it.
+    fn tool_result(&self, _call: &ToolCall, content: String) -> String {
+        content
+    }
 }
 
 /// The policy when none is configured: the history is sent whole.
 pub struct KeepAll;
 
 impl ContextPolicy for KeepAll {
-    fn before_call<'a>(&'a self, _history: &'a mut History, _at: PreCall<'a>) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    fn before_call<'a>(
+        &'a self,
+        _history: &'a mut History,
+        _at: PreCall<'a>,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
     }
 }
 

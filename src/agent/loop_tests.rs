@@ -91,6 +91,7 @@ impl Setup {
             budget: Budget::new(self.max_tokens),
             loop_limits: self.loop_limits,
             control,
+            context: Arc::new(KeepAll),
         };
         let end = run_agent(&agent, &shared, "the task".into()).await;
         drop(agent);
@@ -287,7 +288,7 @@ struct Shrink {
 }
 
 impl ContextPolicy for Shrink {
-    fn before_call<'a>(&'a self, history: &'a mut History, at: PreCall<'a>) -> BoxFuture<'a, ()> {
+    fn before_call<'a>(&'a self, history: &'a mut History, at: PreCall<'a>) -> BoxFuture<'a, bool> {
         self.seen.lock().unwrap().push((
             at.turn,
             at.last_usage.map(|u| u.input_tokens),
@@ -297,9 +298,9 @@ impl ContextPolicy for Shrink {
         if history.len() > 2 {
             let m = history.messages();
             let kept = vec![m[0].clone(), m[m.len() - 1].clone()];
-            history.replace(kept);
+            history.replace(kept, Default::default());
         }
-        Box::pin(async {})
+        Box::pin(async { false })
     }
 }
 
@@ -456,4 +457,347 @@ async fn without_a_schema_any_answer_is_final() {
     let o = Setup::new(vec![text("not JSON")]).run().await;
     assert_eq!(o.end, final_text("not JSON"));
     assert!(o.requests[0].output_schema.is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summarization through the loop (the policy of `compaction.rs`, with the scripted model).
+// ---------------------------------------------------------------------------------------------
+
+use super::compaction::{RunContext, Size, Summarization};
+use crate::model::CallPurpose;
+
+fn summarizing(triggers: Vec<Size>, keep: Size) -> Arc<dyn ContextPolicy> {
+    Arc::new(RunContext {
+        summarization: Some(Summarization {
+            triggers,
+            keep,
+            trim_tokens: 1000,
+            prompt: None,
+            model: None,
+        }),
+        tool_results: None,
+    })
+}
+
+fn compactions(events: &[Event]) -> Vec<(u32, u32, Option<u64>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ContextCompacted {
+                messages_before,
+                messages_after,
+                input_tokens_before,
+                reason,
+            } => Some((
+                *messages_before,
+                *messages_after,
+                *input_tokens_before,
+                reason.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn usage_callers(events: &[Event]) -> Vec<(String, String, Option<u64>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Usage {
+                caller,
+                model,
+                input_tokens,
+                ..
+            } => Some((caller.clone(), model.clone(), *input_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn overflow() -> Result<ModelResponse, ModelError> {
+    Err(ModelError::Http {
+        provider: "openai".into(),
+        status: 400,
+        message: "request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it".into(),
+        retry_after: None,
+    })
+}
+
+fn summary(t: &str, tokens: u64) -> Result<ModelResponse, ModelError> {
+    let mut r = text(t)?;
+    r.usage = Some(crate::model::Usage {
+        input_tokens: tokens,
+        output_tokens: 1,
+        total_tokens: tokens + 1,
+        cache_read_tokens: None,
+    });
+    Ok(r)
+}
+
+#[tokio::test]
+async fn a_token_trigger_summarizes_the_older_history_before_the_next_call() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], Some(100)),
+        calls(vec![call("b", "2")], Some(500)),
+        summary("SUMMARY-TEXT", 50),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Tokens(500)], Size::Messages(2));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(o.requests.len(), 4);
+    // The summary call offers no tools, asks for a summary and is not a turn.
+    let sreq = &o.requests[2];
+    assert_eq!(sreq.purpose, CallPurpose::Summary);
+    assert!(sreq.tools.is_empty() && !sreq.tool_choice_none);
+    assert!(sreq.system.contains("summarizing"), "{}", sreq.system);
+    let Message::User(transcript) = &sreq.messages[0] else {
+        panic!("{:?}", sreq.messages)
+    };
+    assert!(transcript.contains("(id a)") && !transcript.contains("(id b)"));
+    let next = &o.requests[3];
+    assert_eq!(next.turn, 2, "the summary call was not a turn");
+    assert_eq!(next.purpose, CallPurpose::Turn);
+    let m = &next.messages;
+    assert_eq!(m.len(), 4, "{m:?}");
+    assert_eq!(m[0], Message::User("the task".into()));
+    assert!(matches!(&m[1], Message::User(t) if t.contains("SUMMARY-TEXT")));
+    assert!(matches!(&m[2], Message::Assistant { tool_calls, .. } if tool_calls[0].id == "b"));
+    assert!(matches!(&m[3], Message::Tool { call_id, .. } if call_id == "b"));
+    assert_eq!(
+        compactions(&o.events),
+        [(5, 4, Some(500), "trigger".to_string())]
+    );
+    // Its usage is the lead's, like every other call's.
+    let usage = usage_callers(&o.events);
+    assert_eq!(usage.len(), 4);
+    assert_eq!(usage[2], ("lead".into(), "script".into(), Some(50)));
+}
+
+#[tokio::test]
+async fn without_reported_usage_the_estimate_triggers() {
+    let big = "z".repeat(2000);
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "small")], None),
+        calls(vec![call("b", &big)], None),
+        text("S"),
+        text("done"),
+    ]);
+    // The call's 2000 characters and their echo are 1000 tokens by the estimate; the
+    // history before them was far below.
+    s.context = summarizing(vec![Size::Tokens(1000)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(
+        compactions(&o.events),
+        [(5, 2, None, "trigger".to_string())]
+    );
+    assert_eq!(o.requests[2].purpose, CallPurpose::Summary);
+}
+
+#[tokio::test]
+async fn a_fraction_trigger_needs_the_context_window() {
+    let script = || {
+        vec![
+            calls(vec![call("a", "1")], Some(100)),
+            calls(vec![call("b", "2")], Some(900)),
+            text("S"),
+            text("done"),
+        ]
+    };
+    let mut s = Setup::new(script());
+    s.context = summarizing(vec![Size::Fraction(0.9)], Size::Messages(2));
+    s.limits = ModelLimits {
+        context_window: Some(1000),
+        max_output_tokens: None,
+    };
+    let o = s.run().await;
+    assert_eq!(compactions(&o.events).len(), 1);
+    let mut s = Setup::new(script());
+    s.context = summarizing(vec![Size::Fraction(0.9)], Size::Messages(2));
+    let o = s.run().await;
+    assert!(compactions(&o.events).is_empty());
+    assert_eq!(o.end, final_text("S"), "no summary call was made");
+}
+
+#[tokio::test]
+async fn a_messages_trigger_counts_the_history() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        text("S"),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Messages(3)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(
+        compactions(&o.events),
+        [(3, 2, None, "trigger".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn a_context_overflow_compacts_and_retries_once() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1"), call("b", "2")], Some(3000)),
+        overflow(),
+        text("S"),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Tokens(1_000_000)], Size::Messages(10));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(
+        compactions(&o.events),
+        [(4, 2, Some(3000), "overflow".to_string())]
+    );
+    // All but the task went into the summary; the retry is a turn of its own.
+    let retry = &o.requests[3];
+    assert_eq!(retry.messages.len(), 2);
+    assert_eq!(retry.turn, 2);
+}
+
+#[tokio::test]
+async fn a_second_overflow_fails_the_agent_with_a_clear_error() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        overflow(),
+        text("S"),
+        overflow(),
+        text("never"),
+    ]);
+    s.context = summarizing(vec![Size::Tokens(1_000_000)], Size::Messages(10));
+    let o = s.run().await;
+    let AgentEnd::Failed(e) = &o.end else {
+        panic!("{:?}", o.end)
+    };
+    assert!(
+        e.contains("even after summarizing") && e.contains("exceeds the available context size"),
+        "{e}"
+    );
+    assert_eq!(o.requests.len(), 4);
+}
+
+#[tokio::test]
+async fn an_overflow_with_nothing_to_summarize_fails_at_once() {
+    let mut s = Setup::new(vec![overflow(), text("never")]);
+    s.context = summarizing(vec![Size::Tokens(1_000_000)], Size::Messages(10));
+    let o = s.run().await;
+    assert!(matches!(&o.end, AgentEnd::Failed(e) if e.contains("exceeds the available")));
+    assert_eq!(o.requests.len(), 1);
+    // Without a summarization policy an overflow is an ordinary error.
+    let o = Setup::new(vec![calls(vec![call("a", "1")], None), overflow()])
+        .run()
+        .await;
+    assert!(matches!(&o.end, AgentEnd::Failed(_)));
+    assert_eq!(o.requests.len(), 2);
+}
+
+#[tokio::test]
+async fn the_summary_model_falls_back_to_the_agents_own() {
+    let cheap = Arc::new(Script::new(vec![Err(ModelError::Http {
+        provider: "openai".into(),
+        status: 503,
+        message: "down".into(),
+        retry_after: None,
+    })]));
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        summary("OWN-SUMMARY", 5),
+        text("done"),
+    ]);
+    s.context = Arc::new(RunContext {
+        summarization: Some(Summarization {
+            triggers: vec![Size::Messages(3)],
+            keep: Size::Messages(0),
+            trim_tokens: 1000,
+            prompt: Some("Custom: {messages}".into()),
+            model: Some((cheap.clone(), "cheap".into())),
+        }),
+        tool_results: None,
+    });
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let asked = cheap.requests();
+    assert_eq!(asked.len(), 1);
+    assert!(matches!(&asked[0].messages[0], Message::User(t) if t.starts_with("Custom: ")));
+    assert!(matches!(&o.requests[2].messages[1], Message::User(t) if t.contains("OWN-SUMMARY")));
+    let usage = usage_callers(&o.events);
+    assert_eq!(usage[1], ("lead".into(), "script".into(), Some(5)));
+}
+
+#[tokio::test]
+async fn a_summary_that_cannot_be_had_leaves_the_history_whole() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        Err(ModelError::Script("no summary today".into())),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Messages(3)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert!(compactions(&o.events).is_empty());
+    assert_eq!(warnings(&o.events), ["compaction_failed"]);
+    assert_eq!(o.requests[2].messages.len(), 3);
+}
+
+#[tokio::test]
+async fn a_second_compaction_resummarizes_the_first_and_keeps_its_ledger() {
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        text("FIRST"),
+        calls(vec![call("b", "2")], None),
+        text("SECOND"),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Messages(3)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(
+        compactions(&o.events),
+        [
+            (3, 2, None, "trigger".to_string()),
+            (4, 2, None, "trigger".to_string())
+        ]
+    );
+    let Message::User(t) = &o.requests[3].messages[0] else {
+        panic!()
+    };
+    assert!(t.contains("[earlier summary]\nFIRST"), "{t}");
+    assert!(
+        matches!(&o.requests[4].messages[1], Message::User(t) if t.contains("SECOND") && !t.contains("FIRST"))
+    );
+}
+
+#[tokio::test]
+async fn a_summarizer_that_overflows_gets_a_shorter_transcript() {
+    let big = "w".repeat(5000);
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", &big), call("b", &big)], None),
+        overflow(),
+        text("S"),
+        text("done"),
+    ]);
+    s.context = summarizing(vec![Size::Messages(4)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let transcript_chars = |r: &ChatRequest| match &r.messages[0] {
+        Message::User(t) => t.chars().count(),
+        m => panic!("{m:?}"),
+    };
+    let (first, second) = (&o.requests[1], &o.requests[2]);
+    assert_eq!(first.purpose, CallPurpose::Summary);
+    assert_eq!(second.purpose, CallPurpose::Summary);
+    // trim_tokens 1000 = 4000 characters, then half of that (plus the instruction line and
+    // the cut marker).
+    assert!(
+        (4000..4100).contains(&transcript_chars(first)),
+        "{}",
+        transcript_chars(first)
+    );
+    assert!(
+        (2000..2100).contains(&transcript_chars(second)),
+        "{}",
+        transcript_chars(second)
+    );
+    assert_eq!(compactions(&o.events).len(), 1);
 }

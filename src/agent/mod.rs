@@ -1,12 +1,14 @@
 //! The one agent loop used by the lead and by every sub-agent. They differ by tools,
 //! prompt, limits and observer — not by code path.
 
+pub mod compaction;
 pub mod context;
 pub mod control;
 mod final_answer;
 pub mod guards;
 pub mod observer;
 pub mod prompts;
+pub mod tool_results;
 mod turns;
 
 #[cfg(test)]
@@ -15,7 +17,7 @@ mod loop_tests;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-pub use context::{ContextPolicy, History, KeepAll, PreCall};
+pub use context::{AgentPort, ContextPolicy, History, KeepAll, PreCall, Reason};
 pub use control::RunControl;
 pub use observer::{LeadObserver, Observer};
 pub use turns::run_agent;
@@ -33,6 +35,8 @@ pub struct RunShared {
     pub budget: Budget,
     pub loop_limits: LoopLimits,
     pub control: Arc<RunControl>,
+    /// What every agent's history goes through (summarization, large tool outputs).
+    pub context: Arc<dyn ContextPolicy>,
 }
 
 /// One agent: its model, prompt, tools and limits.

@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use super::context::{History, PreCall};
+use super::context::{AgentPort, History, PreCall, Reason};
 use super::final_answer::{self, Checked};
 use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
 use crate::events::{Event, RetryInfo};
 use crate::model::{
-    AgentId, CallContext, ChatRequest, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
-    ToolCall, ToolSpec, Usage,
+    AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
+    Reasoning, RetryNotice, ToolCall, ToolSpec, Usage,
 };
 use crate::tools::{Control, ToolContext, ToolOutput};
 
@@ -79,13 +79,22 @@ struct Transcript {
     seen_ids: HashSet<String>,
     /// Final answers sent back for not matching the output schema.
     schema_retries: u32,
+    /// Characters of the system prompt and tool specs, for the context policy's estimate.
+    fixed_chars: usize,
 }
 
 impl Transcript {
     fn new(agent: &Agent, shared: &RunShared, prompt: String) -> Self {
+        let tool_specs: Arc<[ToolSpec]> = agent.tools.iter().map(|t| t.spec()).collect();
+        let fixed_chars = agent.system.chars().count()
+            + tool_specs
+                .iter()
+                .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
+                .sum::<usize>();
         Self {
             history: History::new(Message::User(prompt)),
-            tool_specs: agent.tools.iter().map(|t| t.spec()).collect(),
+            tool_specs,
+            fixed_chars,
             detector: LoopDetector::new(shared.loop_limits.clone()),
             force_final: false,
             last_text: None,
@@ -103,13 +112,48 @@ impl Transcript {
         agent: &Agent,
         shared: &RunShared,
     ) -> Result<(ModelResponse, bool), AgentEnd> {
+        let port = Port { agent, shared };
+        self.compact_if_needed(agent, &port, Reason::Trigger).await;
+        let mut resp = self.call(agent).await;
+        // A context the provider found too long is compacted and the call made once more.
+        if resp.as_ref().is_err_and(ModelError::is_context_overflow)
+            && self.compact_if_needed(agent, &port, Reason::Overflow).await
+        {
+            resp = self.call(agent).await.map_err(|e| match e {
+                e if e.is_context_overflow() => ModelError::Script(format!(
+                    "the context is too long for the model even after summarizing the history: {e}"
+                )),
+                e => e,
+            });
+        }
+        let resp = match resp {
+            Ok(r) => r,
+            Err(ModelError::Cancelled) => return Err(AgentEnd::Cancelled),
+            Err(e) => return Err(AgentEnd::Failed(e.to_string())),
+        };
+        self.last_usage = resp.usage;
+        let budget_hit = account(agent, shared, &agent.model_name, &resp);
+        #[cfg(debug_assertions)]
+        debug_panic(&agent.caller);
+        Ok((resp, budget_hit))
+    }
+
+    /// Lets the context policy act on the history; whether it compacted it.
+    async fn compact_if_needed(&mut self, agent: &Agent, port: &Port<'_>, reason: Reason) -> bool {
         let at = PreCall {
             agent: &agent.id,
             turn: self.turn,
             last_usage: self.last_usage,
             limits: agent.model.limits(),
+            reason,
+            fixed_chars: self.fixed_chars,
+            port,
         };
-        agent.context.before_call(&mut self.history, at).await;
+        agent.context.before_call(&mut self.history, at).await
+    }
+
+    /// One turn's model call.
+    async fn call(&mut self, agent: &Agent) -> Result<ModelResponse, ModelError> {
         let req = ChatRequest {
             system: agent.system.clone(),
             messages: self.history.shared(),
@@ -118,6 +162,7 @@ impl Transcript {
             agent: agent.id.clone(),
             turn: self.turn,
             output_schema: agent.output_schema.clone(),
+            purpose: Default::default(),
         };
         // Turns count model calls, a call that fails included.
         self.turn += 1;
@@ -125,19 +170,9 @@ impl Transcript {
             .progress
             .turns
             .store(self.turn as u32, std::sync::atomic::Ordering::SeqCst);
-        let resp = call_model(agent, &req).await;
-        // The request shares the history: drop it so the next push appends in place.
-        drop(req);
-        let resp = match resp {
-            Ok(r) => r,
-            Err(ModelError::Cancelled) => return Err(AgentEnd::Cancelled),
-            Err(e) => return Err(AgentEnd::Failed(e.to_string())),
-        };
-        self.last_usage = resp.usage;
-        let budget_hit = account(agent, shared, &resp);
-        #[cfg(debug_assertions)]
-        debug_panic(&agent.caller);
-        Ok((resp, budget_hit))
+        // The request shares the history: it is dropped when this returns, so the next
+        // push appends in place.
+        call_model(agent, agent.model.as_ref(), &req).await
     }
 
     /// Final answer, limits, then the loop guard, in that order.
@@ -246,7 +281,7 @@ impl Transcript {
             self.history.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
-                content: out.into_text(),
+                content: agent.context.tool_result(call, out.into_text()),
             });
         }
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
@@ -288,13 +323,48 @@ fn unique_ids(calls: &mut [ToolCall], seen: &mut HashSet<String>, turn: usize) {
     }
 }
 
-async fn call_model(agent: &Agent, req: &ChatRequest) -> Result<ModelResponse, ModelError> {
+async fn call_model(
+    agent: &Agent,
+    model: &dyn ChatModel,
+    req: &ChatRequest,
+) -> Result<ModelResponse, ModelError> {
     let events = agent.events.clone();
     let mut ctx = CallContext::new(agent.tool_ctx.cancel.clone());
     ctx.on_retry = std::sync::Arc::new(move |n: RetryNotice| events.emit(retry_warning(&n)));
     tokio::select! {
-        r = agent.model.complete(req, &ctx) => r,
+        r = model.complete(req, &ctx) => r,
         _ = agent.tool_ctx.cancel.cancelled() => Err(ModelError::Cancelled),
+    }
+}
+
+/// What the context policy may do as this agent.
+struct Port<'a> {
+    agent: &'a Agent,
+    shared: &'a RunShared,
+}
+
+impl AgentPort for Port<'_> {
+    fn own_model(&self) -> (Arc<dyn ChatModel>, String) {
+        (self.agent.model.clone(), self.agent.model_name.clone())
+    }
+
+    fn side_call<'a>(
+        &'a self,
+        model: &'a dyn ChatModel,
+        model_name: &'a str,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let resp = call_model(self.agent, model, req).await?;
+            // The budget is enforced on the turns: a sub-agent's overrun has stopped the
+            // run already (in `account`), the lead's is seen on its next response.
+            account(self.agent, self.shared, model_name, &resp);
+            Ok(resp)
+        })
+    }
+
+    fn emit(&self, event: Event) {
+        self.agent.events.emit(event);
     }
 }
 
@@ -314,11 +384,11 @@ fn retry_warning(n: &RetryNotice) -> Event {
 
 /// Records the response's usage (event + ledger + the agent's own tally) and checks the
 /// budget. Returns whether the run's budget is now reached.
-fn account(agent: &Agent, shared: &RunShared, resp: &ModelResponse) -> bool {
+fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResponse) -> bool {
     let u = resp.usage.as_ref();
     agent.events.emit(Event::Usage {
         caller: agent.caller.clone(),
-        model: agent.model_name.clone(),
+        model: model_name.to_string(),
         input_tokens: u.map(|u| u.input_tokens),
         output_tokens: u.map(|u| u.output_tokens),
         total_tokens: u.map(|u| u.total_tokens),
@@ -335,7 +405,7 @@ fn account(agent: &Agent, shared: &RunShared, resp: &ModelResponse) -> bool {
     }
     let total = shared
         .ledger
-        .record(matches!(agent.id, AgentId::Lead), &agent.model_name, u);
+        .record(matches!(agent.id, AgentId::Lead), model_name, u);
     let check = shared.budget.check(total);
     if check.warn {
         let max = shared.budget.max().unwrap_or(0);

@@ -10,7 +10,10 @@ use anyhow::{Context, Result};
 
 use super::error::{self, usage};
 use super::tool_name_warnings;
+use crate::agent::compaction::{RunContext, Size, Summarization};
 use crate::agent::guards::LoopLimits;
+use crate::agent::tool_results::ToolResultStore;
+use crate::agent::ContextPolicy;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
@@ -80,12 +83,18 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     } else {
         None
     };
-    let workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
+    let mut workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
         usage(format!(
             "cannot use workspace {}: {e}",
             workspace_dir.display()
         ))
     })?;
+    let (context, tool_results) = context_policy(cfg, &mut models)?;
+    if let Some(dir) = &tool_results {
+        workspace = workspace
+            .with_tool_results(dir.path())
+            .context("cannot use the directory for large tool results")?;
+    }
     let token_budget = cfg
         .token_budget
         .enabled
@@ -117,7 +126,65 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         warnings,
         lead_progress: Default::default(),
         skills: skill_list,
+        context,
+        tool_results,
     })
+}
+
+/// The run's context policy (`summarization`, `tool_output`), and the run-scoped directory
+/// large tool results go to, outside the workspace.
+fn context_policy(
+    cfg: &config::Config,
+    models: &mut ModelBuilder,
+) -> Result<(Arc<dyn ContextPolicy>, Option<tempfile::TempDir>)> {
+    let s = &cfg.summarization;
+    let summarization = if s.enabled {
+        let model = match &s.model_name {
+            Some(name) => {
+                let m = models.build(name).context("summarization.model_name")?;
+                Some((m.model, m.info.name))
+            }
+            None => None,
+        };
+        Some(Summarization {
+            triggers: s.trigger.0.iter().map(size).collect(),
+            keep: size(&s.keep),
+            trim_tokens: s.trim_tokens_to_summarize,
+            prompt: s.summary_prompt.clone(),
+            model,
+        })
+    } else {
+        None
+    };
+    let t = &cfg.tool_output;
+    let (store, dir) = if t.enabled {
+        let dir = tempfile::Builder::new()
+            .prefix("deerflow-tool-results-")
+            .tempdir()
+            .context("cannot create a directory for large tool results")?;
+        let store = ToolResultStore {
+            dir: dir.path().to_path_buf(),
+            min_chars: t.externalize_min_chars,
+            exempt: t.exempt_tools.clone(),
+        };
+        (Some(store), Some(dir))
+    } else {
+        (None, None)
+    };
+    let policy = RunContext {
+        summarization,
+        tool_results: store,
+    };
+    Ok((Arc::new(policy), dir))
+}
+
+fn size(s: &config::ContextSize) -> Size {
+    // Validation made counts whole and non-negative.
+    match s.kind {
+        config::SizeKind::Tokens => Size::Tokens(s.value as u64),
+        config::SizeKind::Messages => Size::Messages(s.value as usize),
+        config::SizeKind::Fraction => Size::Fraction(s.value),
+    }
 }
 
 /// Everything a usage error can come from, before any configuration is read: the

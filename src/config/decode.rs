@@ -34,6 +34,14 @@ pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
         cfg.token_budget =
             decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();
     }
+    if let Some(v) = root.get("summarization") {
+        cfg.summarization =
+            decode_as(v.clone(), &top.key("summarization"), problems).unwrap_or_default();
+    }
+    if let Some(v) = root.get("tool_output") {
+        cfg.tool_output =
+            decode_as(v.clone(), &top.key("tool_output"), problems).unwrap_or_default();
+    }
     cfg
 }
 

@@ -2,7 +2,7 @@ use std::fs;
 use std::path::Path;
 
 use super::*;
-use crate::config::{parse_set, Env, LoopDetectionConfig};
+use crate::config::{parse_set, ContextSize, Env, LoopDetectionConfig, SizeKind};
 
 const DEERFLOW_EXAMPLE: &str =
     include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
@@ -53,7 +53,8 @@ fn deerflow_example_loads_as_it_is() {
         "tools",
         "tool_groups",
         "database",
-        "summarization",
+        "summarization.skill_file_read_tool_names",
+        "tool_output.preview_head_chars",
         "skills.container_path",
         "token_budget.max_input_tokens",
         "token_budget.warn_threshold",
@@ -65,10 +66,37 @@ fn deerflow_example_loads_as_it_is() {
             loaded.ignored
         );
     }
-    assert!(!loaded
-        .ignored
-        .iter()
-        .any(|k| k == "sandbox" || k == "models"));
+    assert!(!loaded.ignored.iter().any(|k| k == "sandbox"
+        || k == "models"
+        || k == "summarization"
+        || k == "tool_output"
+        || k.starts_with("summarization.trigger")
+        || k.starts_with("summarization.keep")
+        || k == "tool_output.exempt_tools"));
+    // DeerFlow's summarization and tool_output sections are read as they are.
+    let s = &cfg.summarization;
+    assert!(s.enabled);
+    assert_eq!(s.model_name, None);
+    assert_eq!(
+        s.trigger.0,
+        [ContextSize {
+            kind: SizeKind::Tokens,
+            value: 32000.0
+        }]
+    );
+    assert_eq!(
+        s.keep,
+        ContextSize {
+            kind: SizeKind::Messages,
+            value: 10.0
+        }
+    );
+    assert_eq!(s.trim_tokens_to_summarize, 15564);
+    assert_eq!(s.summary_prompt, None);
+    let t = &cfg.tool_output;
+    assert!(t.enabled);
+    assert_eq!(t.externalize_min_chars, 12000);
+    assert_eq!(t.exempt_tools, ["read_file", "read_file_tool"]);
     let warning = loaded.ignored_warning().unwrap();
     assert!(
         warning.starts_with("ignored config keys deerflow does not use: config_version, log_level")
@@ -466,4 +494,74 @@ fn set_of_a_key_deerflow_does_not_use_is_reported_not_read() {
         loaded.config.models[0].base_url.as_deref(),
         Some("http://x/v1")
     );
+}
+
+#[test]
+fn summarization_and_tool_output_values_are_checked_with_their_key_paths() {
+    let cases = [
+        (
+            "summarization:\n  trigger: [{type: tokens, value: 0}]",
+            "summarization.trigger[0].value: expected a whole number of at least 1, found 0 (line 2 of",
+        ),
+        (
+            "summarization:\n  trigger:\n    - {type: messages, value: 50}\n    - {type: fraction, value: 1.5}",
+            "summarization.trigger[1].value: expected a fraction in (0, 1], found 1.5 (line 4 of",
+        ),
+        (
+            "summarization:\n  trigger: {type: tokens, value: 2.5}",
+            "summarization.trigger[0].value: expected a whole number of at least 1, found 2.5 (line 2 of",
+        ),
+        (
+            "summarization:\n  trigger: []",
+            "summarization.trigger: expected at least one trigger",
+        ),
+        (
+            "summarization:\n  trigger: {type: words, value: 3}",
+            "summarization.trigger.type: unknown variant `words`, expected one of `tokens`, `messages`, `fraction` (line 2 of",
+        ),
+        (
+            "summarization:\n  keep: {type: fraction, value: 1}",
+            "summarization.keep.value: expected a fraction in [0, 1), found 1 (line 2 of",
+        ),
+        (
+            "summarization: {trim_tokens_to_summarize: 0}",
+            "summarization.trim_tokens_to_summarize: expected at least 1, found 0 (line 1 of",
+        ),
+        (
+            "summarization: {model_name: cheap}",
+            "summarization.model_name: no model named 'cheap' in models: (use a models[].name or null) (line 1 of",
+        ),
+        (
+            "tool_output: {externalize_min_chars: 0}",
+            "tool_output.externalize_min_chars: expected at least 1, found 0 (line 1 of",
+        ),
+        (
+            "models: [{name: a, context_window: 0}]",
+            "models[0].context_window: expected at least 1, found 0 (line 1 of",
+        ),
+        (
+            "tool_output: {exempt_tools: read_file}",
+            "tool_output.exempt_tools: expected a list, found \"read_file\" (line 1 of",
+        ),
+    ];
+    for (text, want) in cases {
+        let problems = load_text(text, &[], &Env::empty())
+            .expect_err(text)
+            .problems();
+        assert_eq!(problems.len(), 1, "{text}: {problems:?}");
+        assert!(problems[0].starts_with(want), "{text}: {}", problems[0]);
+    }
+    // Keeping nothing verbatim is fine, and a single trigger mapping is a list of one.
+    let ok = load_text(
+        "models: [{name: m, model: x, context_window: 8000}]\nsummarization: {model_name: m, trigger: {type: messages, value: 40}, keep: {type: tokens, value: 0}}",
+        &[],
+        &Env::empty(),
+    )
+    .unwrap();
+    let s = &ok.config.summarization;
+    assert_eq!(s.trigger.0.len(), 1);
+    assert_eq!(s.trigger.0[0].kind, SizeKind::Messages);
+    assert_eq!(s.model_name.as_deref(), Some("m"));
+    assert_eq!(ok.config.models[0].context_window, Some(8000));
+    assert!(ok.ignored.is_empty(), "{:?}", ok.ignored);
 }

@@ -40,7 +40,8 @@ pub(crate) use providers::testing;
 pub use providers::{base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::{
-    AgentOverride, Config, CustomAgent, LoopDetectionConfig, ModelEntry, Price, SandboxConfig,
-    SkillsConfig, SubagentsConfig, TokenBudgetConfig,
+    AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,
+    SandboxConfig, SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,
+    ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};

@@ -28,6 +28,9 @@ pub struct ResolvedModel {
     /// For a row without one (replay): an absolute path to a readable file.
     pub cassette: Option<PathBuf>,
     pub price: Option<Price>,
+    /// Prompt + completion capacity, when the config says (the client reports it as its
+    /// limit, for summarization's `fraction` sizes).
+    pub context_window: Option<u64>,
 }
 
 /// The model to use: the flag, else `$DEERFLOW_MODEL`, else the first configured model.
@@ -122,6 +125,7 @@ impl ResolvedModel {
             http: Some(http),
             cassette: None,
             price,
+            context_window: None,
         }
     }
 
@@ -139,6 +143,7 @@ impl ResolvedModel {
             http: None,
             cassette: Some(cassette),
             price,
+            context_window: None,
         }
     }
 }
@@ -201,7 +206,9 @@ pub(super) fn resolve_entry(
     };
     if let Some(endpoint) = &row.endpoint {
         let http = entry_http(providers, m, endpoint, &at, env)?;
-        return Ok(ResolvedModel::http(&m.name, row, http, m.price.clone()));
+        let mut r = ResolvedModel::http(&m.name, row, http, m.price.clone());
+        r.context_window = m.context_window;
+        return Ok(r);
     }
     let Some(raw) = &m.cassette else {
         return Err(ConfigError::Model(format!(
@@ -210,13 +217,9 @@ pub(super) fn resolve_entry(
     };
     let text = field(raw, &at, "cassette", env)?;
     let path = readable_cassette(&loaded.base_dir.join(&text), &m.name)?;
-    Ok(ResolvedModel::replay(
-        &m.name,
-        row,
-        &text,
-        path,
-        m.price.clone(),
-    ))
+    let mut r = ResolvedModel::replay(&m.name, row, &text, path, m.price.clone());
+    r.context_window = m.context_window;
+    Ok(r)
 }
 
 fn entry_http(

@@ -3,7 +3,7 @@
 //! These structs are the one list of the keys deerflow reads: a key (or alias) that no field
 //! takes is reported as ignored and removed before decoding (`ignored.rs`), so adding a
 //! field is all it takes for deerflow to read a key. Keys of sections to come (DeerFlow's
-//! `summarization`, `mcp_servers`, …) get their field with the behaviour that reads them.
+//! `mcp_servers`, …) get their field with the behaviour that reads them.
 //!
 //! The tree they are deserialized from has had its `null`s removed too, so
 //! `#[serde(default)]` covers both "absent" and "null".
@@ -26,6 +26,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     pub loop_detection: LoopDetectionConfig,
     pub token_budget: TokenBudgetConfig,
+    pub summarization: SummarizationConfig,
+    pub tool_output: ToolOutputConfig,
 }
 
 /// One `models:` entry. String fields that may hold a `$VAR` stay raw: they are expanded
@@ -68,6 +70,9 @@ pub struct ModelEntry {
     /// `price:` or DeerFlow's `pricing:` (same meaning, per million tokens).
     #[serde(default, alias = "pricing", skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// Prompt + completion capacity in tokens; drives `fraction` sizes of summarization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// `config show` prints the provider's name.
@@ -239,6 +244,123 @@ impl Default for TokenBudgetConfig {
         Self {
             enabled: false,
             max_tokens: 200_000,
+        }
+    }
+}
+
+/// DeerFlow's `summarization` section (contract §10), read as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SummarizationConfig {
+    pub enabled: bool,
+    /// A `models[].name`; `None` summarizes with the model of the agent being compacted.
+    pub model_name: Option<String>,
+    /// Any one fires.
+    pub trigger: Triggers,
+    /// What stays verbatim after the summary.
+    pub keep: ContextSize,
+    /// Bound, in tokens, on the transcript sent to the summarizer. (DeerFlow reads `null`
+    /// as "no trimming"; here, as everywhere in this file, `null` means the default.)
+    pub trim_tokens_to_summarize: u64,
+    /// Replaces the built-in instruction; `{messages}` in it is replaced by the transcript.
+    pub summary_prompt: Option<String>,
+}
+
+impl Default for SummarizationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            model_name: None,
+            trigger: Triggers(vec![ContextSize {
+                kind: SizeKind::Fraction,
+                value: 0.8,
+            }]),
+            keep: ContextSize {
+                kind: SizeKind::Messages,
+                value: 10.0,
+            },
+            trim_tokens_to_summarize: 15_564,
+            summary_prompt: None,
+        }
+    }
+}
+
+/// A size of history: `{type: tokens | messages | fraction, value: N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ContextSize {
+    #[serde(rename = "type")]
+    pub kind: SizeKind,
+    /// A count for `tokens` and `messages`, a share of `context_window` for `fraction`.
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SizeKind {
+    Tokens,
+    Messages,
+    Fraction,
+}
+
+/// `trigger:` is one size or a list of them (DeerFlow accepts both).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Triggers(pub Vec<ContextSize>);
+
+impl Default for Triggers {
+    fn default() -> Self {
+        SummarizationConfig::default().trigger
+    }
+}
+
+impl<'de> Deserialize<'de> for Triggers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct OneOrMany;
+        impl<'de> serde::de::Visitor<'de> for OneOrMany {
+            type Value = Triggers;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a {type, value} mapping or a list of them")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Triggers, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(Triggers(out))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Triggers, A::Error> {
+                let one =
+                    ContextSize::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Triggers(vec![one]))
+            }
+        }
+        d.deserialize_any(OneOrMany)
+    }
+}
+
+/// DeerFlow's `tool_output` section (contract §10), read as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToolOutputConfig {
+    pub enabled: bool,
+    /// A result longer than this (in characters) is moved to a file.
+    pub externalize_min_chars: usize,
+    /// Accepted for DeerFlow's sake; the files live outside the workspace.
+    pub storage_subdir: String,
+    /// Tools whose results always stay inline.
+    pub exempt_tools: Vec<String>,
+}
+
+impl Default for ToolOutputConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            externalize_min_chars: 12_000,
+            storage_subdir: ".tool-results".to_string(),
+            exempt_tools: vec!["read_file".to_string()],
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::deerflow::normalize_sandbox;
 use super::keypath::{KeyPath, Problem};
-use super::schema::Config;
+use super::schema::{Config, ContextSize, SizeKind};
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     validate_models(cfg, problems, warnings);
@@ -30,6 +30,67 @@ pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Ve
         &top.key("token_budget").key("max_tokens"),
         problems,
     );
+    validate_summarization(cfg, problems);
+    at_least_one(
+        cfg.tool_output.externalize_min_chars as u64,
+        &top.key("tool_output").key("externalize_min_chars"),
+        problems,
+    );
+}
+
+fn validate_summarization(cfg: &Config, problems: &mut Vec<Problem>) {
+    let s = &cfg.summarization;
+    let at = KeyPath::root().key("summarization");
+    if s.trigger.0.is_empty() {
+        problems.push((
+            at.key("trigger"),
+            "expected at least one trigger ({type: tokens|messages|fraction, value: N})".into(),
+        ));
+    }
+    for (i, t) in s.trigger.0.iter().enumerate() {
+        size(t, false, &at.key("trigger").index(i).key("value"), problems);
+    }
+    size(&s.keep, true, &at.key("keep").key("value"), problems);
+    at_least_one(
+        s.trim_tokens_to_summarize,
+        &at.key("trim_tokens_to_summarize"),
+        problems,
+    );
+    if s.model_name.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        problems.push((at.key("model_name"), "must not be empty".into()));
+    }
+    let names: Vec<&str> = cfg.models.iter().map(|m| m.name.as_str()).collect();
+    if let Some(m) = s.model_name.as_deref().filter(|m| !m.trim().is_empty()) {
+        // `PROVIDER:MODEL` specs are resolved like `--model`; anything else must be an entry.
+        if !m.contains(':') && !names.contains(&m) {
+            problems.push((
+                at.key("model_name"),
+                format!("no model named '{m}' in models: (use a models[].name or null)"),
+            ));
+        }
+    }
+}
+
+/// Counts are whole and non-negative (a `keep` may be 0, a trigger may not); fractions lie
+/// in (0, 1] (a `keep` fraction in [0, 1)).
+fn size(s: &ContextSize, keep: bool, at: &KeyPath, problems: &mut Vec<Problem>) {
+    let v = s.value;
+    let ok = match s.kind {
+        SizeKind::Tokens | SizeKind::Messages => {
+            v.is_finite() && v.fract() == 0.0 && (v > 0.0 || (keep && v == 0.0))
+        }
+        SizeKind::Fraction if keep => v.is_finite() && (0.0..1.0).contains(&v),
+        SizeKind::Fraction => v.is_finite() && v > 0.0 && v <= 1.0,
+    };
+    if !ok {
+        let expected = match (s.kind, keep) {
+            (SizeKind::Fraction, false) => "a fraction in (0, 1]",
+            (SizeKind::Fraction, true) => "a fraction in [0, 1)",
+            (_, false) => "a whole number of at least 1",
+            (_, true) => "a whole number of at least 0",
+        };
+        problems.push((at.clone(), format!("expected {expected}, found {v}")));
+    }
 }
 
 fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
@@ -50,6 +111,9 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
             &at.key("stream_idle_timeout"),
             problems,
         );
+        if let Some(w) = m.context_window {
+            at_least_one(w, &at.key("context_window"), problems);
+        }
     }
 }
 

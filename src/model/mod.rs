@@ -211,6 +211,18 @@ pub struct ChatRequest {
     /// with a native structured-output mode send it; the others rely on the system prompt,
     /// which states it in every case.
     pub output_schema: Option<Arc<output_schema::OutputSchema>>,
+    pub purpose: CallPurpose,
+}
+
+/// Why a model call is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CallPurpose {
+    /// One of the agent's turns.
+    #[default]
+    Turn,
+    /// A summary of the agent's older history (compaction): not a turn, so a replay
+    /// cassette's script is not used up by it and `--record` leaves it out.
+    Summary,
 }
 
 /// A retry the provider layer is about to make (becomes a `model_retry` warning).
@@ -277,6 +289,43 @@ impl ModelError {
             _ => false,
         }
     }
+
+    /// Whether the provider refused the request because its prompt does not fit the
+    /// model's context (then compacting the history and asking again can help). Providers
+    /// say so in a 400 (413 for some gateways) or in an error event inside the stream:
+    /// OpenAI `context_length_exceeded` ("maximum context length is …", also vLLM and
+    /// DeepSeek), Anthropic "prompt is too long", llama.cpp "exceeds the available context
+    /// size", and "… context window" from the Responses API and others.
+    pub fn is_context_overflow(&self) -> bool {
+        let message = match self {
+            ModelError::Http {
+                status: 400 | 413 | 422,
+                message,
+                ..
+            } => message,
+            ModelError::Stream { message, .. } => message,
+            _ => return false,
+        };
+        let m = message.to_ascii_lowercase();
+        const SAYINGS: &[&str] = &[
+            "context_length_exceeded",
+            "maximum context length",
+            "prompt is too long",
+            "exceeds the available context size",
+            "exceed_context_size",
+            "exceeds the context window",
+            "exceeds the model's context window",
+            "input exceeds the context window",
+            "context window exceeded",
+            // Ollama.
+            "exceeds the context length",
+            // Gemini's OpenAI-compatible endpoint.
+            "exceeds the maximum number of tokens allowed",
+            // Groq and OpenAI put the code beside a message that says only this.
+            "reduce the length of the messages",
+        ];
+        SAYINGS.iter().any(|s| m.contains(s))
+    }
 }
 
 /// What a model can take, as configured (context policies read it).
@@ -299,5 +348,104 @@ pub trait ChatModel: Send + Sync {
     /// The model's capacity; unknown unless its configuration says.
     fn limits(&self) -> ModelLimits {
         ModelLimits::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, message: &str) -> ModelError {
+        ModelError::Http {
+            provider: "p".into(),
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The llama.cpp 400 recorded in the shared fixtures, as the provider reads its body.
+    const LLAMA: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/fixtures/llama-server/error_context_overflow.txt"
+    ));
+
+    #[test]
+    fn context_overflow_is_recognised_from_what_providers_say() {
+        let body = LLAMA.split("\r\n\r\n").nth(1).unwrap();
+        let llama = error_text::error_body_message(body);
+        assert!(http(400, &llama).is_context_overflow(), "{llama}");
+        for m in [
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130567 tokens. Please reduce the length of the messages.",
+            "context_length_exceeded",
+            "prompt is too long: 215304 tokens > 200000 maximum",
+            "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "the input length exceeds the context length",
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            "Please reduce the length of the messages or completion.",
+        ] {
+            assert!(http(400, m).is_context_overflow(), "{m}");
+        }
+        let stream = ModelError::Stream {
+            provider: "anthropic".into(),
+            message: "invalid_request_error: prompt is too long: 9 tokens > 8 maximum".into(),
+        };
+        assert!(stream.is_context_overflow());
+    }
+
+    #[test]
+    fn other_errors_are_not_overflows() {
+        let unsupported = "Unsupported parameter: 'stop' is not supported with this model.";
+        assert!(!http(400, unsupported).is_context_overflow());
+        // A rate limit on tokens per minute is not about the context.
+        assert!(!http(
+            429,
+            "Request too large: too many tokens per min; maximum context length"
+        )
+        .is_context_overflow());
+        assert!(!http(500, "prompt is too long").is_context_overflow());
+        assert!(!ModelError::Script("prompt is too long".into()).is_context_overflow());
+        assert!(!ModelError::Cancelled.is_context_overflow());
+    }
+
+    #[test]
+    fn clients_report_the_configured_context_window() {
+        use crate::config::{load_with, resolve_model_with, Env, LoadOptions};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("c.json"), r#"{"version": 1}"#).unwrap();
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "models:\n\
+             - {name: o, use: openai, model: x, base_url: 'http://127.0.0.1:1/v1', context_window: 4096, max_tokens: 512}\n\
+             - {name: a, use: anthropic, model: y, base_url: 'http://127.0.0.1:1', context_window: 200000}\n\
+             - {name: r, use: replay, cassette: c.json, context_window: 1000}\n\
+             - {name: n, use: openai, model: z, base_url: 'http://127.0.0.1:1/v1'}\n",
+        )
+        .unwrap();
+        let opts = LoadOptions {
+            explicit: Some(file),
+            sets: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            providers: registry::providers(),
+        };
+        let loaded = load_with(&opts, &Env::empty()).unwrap();
+        let limits = |name: &str| {
+            let r = resolve_model_with(&loaded, name, dir.path(), &Env::empty()).unwrap();
+            registry::build(&r).unwrap().limits()
+        };
+        let l = |w, out| ModelLimits {
+            context_window: w,
+            max_output_tokens: out,
+        };
+        assert_eq!(limits("o"), l(Some(4096), Some(512)));
+        assert_eq!(limits("a"), l(Some(200_000), None));
+        assert_eq!(limits("r"), l(Some(1000), None));
+        assert_eq!(limits("n"), l(None, None));
+        // `--record` wraps a client without hiding its limits.
+        let r = resolve_model_with(&loaded, "r", dir.path(), &Env::empty()).unwrap();
+        let rec =
+            providers::replay::Recorder::new(registry::build(&r).unwrap(), Default::default());
+        assert_eq!(rec.limits(), l(Some(1000), None));
     }
 }

@@ -14,6 +14,7 @@ fn resolved(row: &'static ProviderInfo, http: Option<HttpSettings>) -> ResolvedM
         http,
         cassette: None,
         price: None,
+        context_window: None,
     }
 }
 

@@ -15,7 +15,7 @@ pub use spec::{LeadModel, RunSpec};
 
 use crate::agent::guards::Budget;
 use crate::agent::prompts::{self, DelegationInfo};
-use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, RunControl, RunShared};
+use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShared};
 use crate::events::{start_writer, Event, EventSink, OnStdoutLost, Output};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
@@ -73,6 +73,7 @@ pub async fn execute(spec: RunSpec) -> i32 {
         budget: Budget::new(spec.max_tokens),
         loop_limits: spec.loop_limits.clone(),
         control: control.clone(),
+        context: spec.context.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
     let scheduler = spec.subagents.clone().map(|setup| {
@@ -212,7 +213,7 @@ fn lead_agent(
         model: spec.model.model.clone(),
         model_name: spec.model.info.name.clone(),
         system: lead_system(spec, delegation.as_ref()).into(),
-        context: Arc::new(KeepAll),
+        context: spec.context.clone(),
         tools,
         max_turns: spec.max_turns,
         tool_ctx: ToolContext {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agent::guards::LoopLimits;
-use crate::agent::Progress;
+use crate::agent::{ContextPolicy, Progress};
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::RecordLog;
@@ -55,4 +55,9 @@ pub struct RunSpec {
     pub lead_progress: Arc<Progress>,
     /// The skills every agent may list.
     pub skills: Vec<Skill>,
+    /// What every agent's history goes through (summarization, large tool outputs).
+    pub context: Arc<dyn ContextPolicy>,
+    /// Where large tool results are stored (`/mnt/tool-results`); removed with the spec,
+    /// at the end of the run.
+    pub tool_results: Option<tempfile::TempDir>,
 }

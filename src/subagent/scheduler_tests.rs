@@ -67,6 +67,7 @@ impl Fixture {
             budget: Budget::new(None),
             loop_limits: LoopLimits::default(),
             control: control.clone(),
+            context: Arc::new(crate::agent::KeepAll),
         });
         let (events, writer, seen) = Capture::start();
         let sched = Scheduler::new(

@@ -13,7 +13,7 @@ use super::prompts;
 use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
-use crate::agent::{run_agent, Agent, AgentEnd, KeepAll, Observer};
+use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
@@ -246,7 +246,7 @@ fn build_agent(
         model,
         model_name: t.model.clone(),
         system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash).into(),
-        context: Arc::new(KeepAll),
+        context: s.shared.context.clone(),
         tools: super::registry::subagent_tools(t, &s.tools),
         max_turns: t.max_turns,
         tool_ctx: ToolContext {

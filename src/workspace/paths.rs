@@ -1,4 +1,5 @@
-//! Path resolution confined to the workspace and the read-only skills root.
+//! Path resolution confined to the workspace and the read-only roots beside it: the skills
+//! and the run's stored tool results.
 //!
 //! Every path a tool touches goes through [`Workspace::resolve`]: it maps DeerFlow virtual
 //! paths, normalizes `.`/`..` lexically, then checks the real (symlink-resolved) location of
@@ -13,6 +14,10 @@ use super::process::ProcessGroups;
 pub const OUTSIDE: &str = "Access denied: path outside the workspace";
 /// The message for a write under the skills root.
 pub const SKILLS_READ_ONLY: &str = "Access denied: /mnt/skills is read-only";
+/// The message for a write under the stored tool results.
+pub const TOOL_RESULTS_READ_ONLY: &str = "Access denied: /mnt/tool-results is read-only";
+/// Where large tool results are read back (contract §10).
+pub const VIRTUAL_TOOL_RESULTS: &str = "/mnt/tool-results";
 
 const VIRTUAL_WORKSPACE: &str = "/mnt/user-data/workspace";
 const VIRTUAL_OUTPUTS: &str = "/mnt/user-data/outputs";
@@ -33,6 +38,8 @@ pub enum Access {
 pub struct Workspace {
     root: PathBuf,
     skills: Option<PathBuf>,
+    /// The run's stored tool results, outside the workspace.
+    tool_results: Option<PathBuf>,
     locks: WriteLocks,
     processes: ProcessGroups,
 }
@@ -47,6 +54,7 @@ impl Workspace {
         Ok(Workspace {
             root,
             skills,
+            tool_results: None,
             locks: WriteLocks::default(),
             processes: ProcessGroups::default(),
         })
@@ -58,6 +66,16 @@ impl Workspace {
 
     pub fn skills_root(&self) -> Option<&Path> {
         self.skills.as_deref()
+    }
+
+    /// Maps `/mnt/tool-results` (read-only) onto `dir`, which must exist.
+    pub fn with_tool_results(mut self, dir: &Path) -> std::io::Result<Workspace> {
+        self.tool_results = Some(dir.canonicalize()?);
+        Ok(self)
+    }
+
+    pub fn tool_results_root(&self) -> Option<&Path> {
+        self.tool_results.as_deref()
     }
 
     pub fn locks(&self) -> &WriteLocks {
@@ -76,8 +94,15 @@ impl Workspace {
         let real = real_path(&lexical, 0).ok_or_else(|| OUTSIDE.to_string())?;
         let in_root = real.starts_with(&self.root);
         let in_skills = self.skills.as_ref().is_some_and(|s| real.starts_with(s));
-        if !in_root && !in_skills {
+        let in_results = self
+            .tool_results
+            .as_ref()
+            .is_some_and(|s| real.starts_with(s));
+        if !in_root && !in_skills && !in_results {
             return Err(OUTSIDE.to_string());
+        }
+        if access == Access::Write && in_results && !in_root {
+            return Err(TOOL_RESULTS_READ_ONLY.to_string());
         }
         // The skills tree is read-only however it is named, unless it also lies in the workspace
         // and was reached through a workspace path.
@@ -93,6 +118,7 @@ impl Workspace {
     pub fn split_root<'a>(&'a self, abs: &'a Path) -> Option<(&'a Path, &'a Path)> {
         std::iter::once(self.root.as_path())
             .chain(self.skills.as_deref())
+            .chain(self.tool_results.as_deref())
             .find_map(|root| abs.strip_prefix(root).ok().map(|rel| (root, rel)))
     }
 
@@ -113,6 +139,17 @@ impl Workspace {
                 format!("{VIRTUAL_SKILLS}/{}", rel.display())
             };
         }
+        if let Some(rel) = self
+            .tool_results
+            .as_ref()
+            .and_then(|s| abs.strip_prefix(s).ok())
+        {
+            return if rel.as_os_str().is_empty() {
+                VIRTUAL_TOOL_RESULTS.to_string()
+            } else {
+                format!("{VIRTUAL_TOOL_RESULTS}/{}", rel.display())
+            };
+        }
         abs.display().to_string()
     }
 
@@ -123,13 +160,18 @@ impl Workspace {
             (VIRTUAL_OUTPUTS, Some(self.root.join("outputs"))),
             (VIRTUAL_UPLOADS, Some(self.root.join("uploads"))),
             (VIRTUAL_SKILLS, self.skills.clone()),
+            (VIRTUAL_TOOL_RESULTS, self.tool_results.clone()),
         ];
         for (prefix, base) in virtual_roots {
             let Some(rest) = strip_virtual(path, prefix) else {
                 continue;
             };
             let Some(base) = base else {
-                return Err("Access denied: no skills directory is configured".to_string());
+                return Err(if prefix == VIRTUAL_SKILLS {
+                    "Access denied: no skills directory is configured".to_string()
+                } else {
+                    "Access denied: no tool results are stored in this run".to_string()
+                });
             };
             return Ok((base.join(rest), prefix == VIRTUAL_SKILLS));
         }
@@ -309,6 +351,35 @@ mod tests {
             Some((skills.as_path(), Path::new("demo/SKILL.md")))
         );
         assert_eq!(w.split_root(Path::new("/etc/passwd")), None);
+    }
+
+    #[test]
+    fn stored_tool_results_are_readable_and_read_only() {
+        let (_ws, other, w) = setup();
+        let dir = other.path().join("results");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("call_1.txt"), "r").unwrap();
+        assert_eq!(
+            w.resolve("/mnt/tool-results/call_1.txt", Access::Read),
+            Err("Access denied: no tool results are stored in this run".into())
+        );
+        let w = w.with_tool_results(&dir).unwrap();
+        let stored = w.tool_results_root().unwrap().join("call_1.txt");
+        assert_eq!(
+            w.resolve("/mnt/tool-results/call_1.txt", Access::Read),
+            Ok(stored.clone())
+        );
+        assert_eq!(
+            w.resolve("/mnt/tool-results/call_1.txt", Access::Write),
+            Err(TOOL_RESULTS_READ_ONLY.into())
+        );
+        assert_eq!(
+            w.resolve("/mnt/tool-results/../secret.txt", Access::Read),
+            Err(OUTSIDE.into())
+        );
+        assert_eq!(w.display_path(&stored), "/mnt/tool-results/call_1.txt");
+        let root = w.tool_results_root().unwrap();
+        assert_eq!(w.split_root(&stored), Some((root, Path::new("call_1.txt"))));
     }
 
     #[test]

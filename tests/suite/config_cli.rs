@@ -637,8 +637,22 @@ async fn deerflow_example_config_is_accepted() {
         .collect();
     assert_eq!(ignored.len(), 1, "{:#?}", out.of_type("warning"));
     let msg = ignored[0]["message"].as_str().unwrap();
-    for key in ["memory", "title", "tools", "summarization"] {
+    for key in [
+        "memory",
+        "title",
+        "tools",
+        "summarization.skill_file_read_tool_names",
+        "tool_output.preview_head_chars",
+    ] {
         assert!(msg.contains(key), "{msg} lacks {key}");
+    }
+    // The summarization and tool_output sections are read (contract §10).
+    for read in [
+        ", summarization,",
+        "summarization.trigger",
+        ", tool_output,",
+    ] {
+        assert!(!msg.contains(read), "{msg} names {read}");
     }
     // Used sections' known keys are not reported.
     assert!(!msg.contains("loop_detection.enabled"), "{msg}");

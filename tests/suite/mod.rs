@@ -4,6 +4,7 @@ mod anthropic_http;
 mod architecture;
 mod commands_cli;
 mod config_cli;
+mod context;
 mod examples;
 mod generated_docs;
 mod guards;

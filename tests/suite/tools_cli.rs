@@ -377,10 +377,12 @@ async fn bash_timeout_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("conf.yaml");
     std::fs::write(&cfg, "sandbox:\n  bash_command_timeout: 1\n").unwrap();
+    // A marker of this run's own: another test process may be sleeping too.
+    let marker = format!("{}", 800_000 + fastrand::u32(0..99_999));
     let c = cassette(
         dir.path(),
         json!({"version": 1, "lead": [
-            {"tool_calls": [{"id": "slow", "name": "bash", "arguments": {"command": "sleep 987123 & sleep 30"}}]},
+            {"tool_calls": [{"id": "slow", "name": "bash", "arguments": {"command": format!("sleep {marker} & sleep 30")}}]},
             {"text": "done"}
         ]}),
     );
@@ -407,7 +409,7 @@ async fn bash_timeout_kills_the_whole_group() {
         started.elapsed().as_secs() < 20,
         "the timeout did not apply"
     );
-    assert_eq!(processes_with("987123"), Vec::<String>::new());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

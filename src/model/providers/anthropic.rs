@@ -6,7 +6,8 @@ use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelResponse,
+    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
+    ModelResponse,
 };
 
 /// A recorded provider stream from the shared fixtures (see their README).
@@ -36,12 +37,18 @@ const DEFAULT_MAX_TOKENS: u64 = 4096;
 pub struct AnthropicModel {
     settings: HttpSettings,
     client: reqwest::Client,
+    /// As configured (`context_window`), for the context policy.
+    context_window: Option<u64>,
 }
 
 impl AnthropicModel {
     pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
         let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self { settings, client })
+        Ok(Self {
+            settings,
+            client,
+            context_window: None,
+        })
     }
 
     fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
@@ -71,6 +78,13 @@ impl ChatModel for AnthropicModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move { self.call(req).run::<AnthropicAssembler>(ctx).await })
     }
+
+    fn limits(&self) -> ModelLimits {
+        ModelLimits {
+            context_window: self.context_window,
+            max_output_tokens: self.settings.max_tokens,
+        }
+    }
 }
 
 /// The registry's constructor: a resolved `anthropic` model.
@@ -78,7 +92,8 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
     let Some(settings) = &r.http else {
         return Err(cannot_serve(r));
     };
-    let model = AnthropicModel::new(settings.clone()).map_err(|e| e.to_string())?;
+    let mut model = AnthropicModel::new(settings.clone()).map_err(|e| e.to_string())?;
+    model.context_window = r.context_window;
     Ok(Arc::new(model))
 }
 
@@ -131,6 +146,7 @@ mod test_data {
             agent: AgentId::Lead,
             turn: 2,
             output_schema: None,
+            purpose: Default::default(),
         }
     }
 

@@ -7,7 +7,8 @@ use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelResponse,
+    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
+    ModelResponse,
 };
 
 /// A llama-server capture from the shared fixtures.
@@ -47,12 +48,18 @@ const PROVIDER: &str = "openai";
 pub struct OpenAiModel {
     settings: HttpSettings,
     client: reqwest::Client,
+    /// As configured (`context_window`), for the context policy.
+    context_window: Option<u64>,
 }
 
 impl OpenAiModel {
     pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
         let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self { settings, client })
+        Ok(Self {
+            settings,
+            client,
+            context_window: None,
+        })
     }
 
     fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
@@ -79,6 +86,13 @@ impl ChatModel for OpenAiModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move { self.call(req).run::<OpenAiAssembler>(ctx).await })
     }
+
+    fn limits(&self) -> ModelLimits {
+        ModelLimits {
+            context_window: self.context_window,
+            max_output_tokens: self.settings.max_tokens,
+        }
+    }
 }
 
 /// The registry's constructor: a resolved `openai` model.
@@ -86,7 +100,8 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
     let Some(settings) = &r.http else {
         return Err(cannot_serve(r));
     };
-    let model = OpenAiModel::new(settings.clone()).map_err(|e| e.to_string())?;
+    let mut model = OpenAiModel::new(settings.clone()).map_err(|e| e.to_string())?;
+    model.context_window = r.context_window;
     Ok(Arc::new(model))
 }
 
@@ -109,6 +124,7 @@ mod test_data {
             agent: AgentId::Lead,
             turn: 0,
             output_schema: None,
+            purpose: Default::default(),
         }
     }
 

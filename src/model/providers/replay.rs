@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::{
-    AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, ModelError, ModelResponse, ToolCall,
-    Usage,
+    AgentId, BoxFuture, CallContext, CallPurpose, ChatModel, ChatRequest, ModelError, ModelLimits,
+    ModelResponse, ToolCall, Usage,
 };
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -105,13 +105,17 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
         return Err(cannot_serve(r));
     };
     let cassette = Cassette::load(path)?;
-    Ok(Arc::new(ReplayModel::new(cassette, r.model.clone())))
+    let mut model = ReplayModel::new(cassette, r.model.clone());
+    model.context_window = r.context_window;
+    Ok(Arc::new(model))
 }
 
 pub struct ReplayModel {
     cassette: Cassette,
     /// The path as the user typed it, for error messages.
     label: String,
+    /// As configured, so summarization's `fraction` sizes can be replayed too.
+    context_window: Option<u64>,
 }
 
 impl ReplayModel {
@@ -119,10 +123,14 @@ impl ReplayModel {
         Self {
             cassette,
             label: label.into(),
+            context_window: None,
         }
     }
 
     fn respond(&self, req: &ChatRequest) -> Result<(ModelResponse, Option<u64>), ModelError> {
+        if req.purpose == CallPurpose::Summary {
+            return Ok((summary_response(req), None));
+        }
         let script = self.cassette.script_for(&req.agent);
         let Some(r) = script.get(req.turn) else {
             return Err(ModelError::Script(format!(
@@ -183,6 +191,20 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
     }
 }
 
+/// A summary call is not a turn, so it takes nothing from the script: the answer is a fixed
+/// text naming what was summarized (deterministic, no usage reported).
+fn summary_response(req: &ChatRequest) -> ModelResponse {
+    ModelResponse {
+        text: Some(format!(
+            "Summary of the earlier conversation of the {} (replay: {} message(s) in the request).",
+            req.agent,
+            req.messages.len()
+        )),
+        finish_reason: Some("stop".into()),
+        ..Default::default()
+    }
+}
+
 /// Ids are derived from the agent and turn, never from a global counter, so a replay
 /// gives the same ids whatever order sub-agents run in.
 fn generated_id(req: &ChatRequest, index: usize) -> String {
@@ -208,6 +230,13 @@ impl ChatModel for ReplayModel {
             }
             Ok(resp)
         })
+    }
+
+    fn limits(&self) -> ModelLimits {
+        ModelLimits {
+            context_window: self.context_window,
+            max_output_tokens: None,
+        }
     }
 }
 
@@ -236,6 +265,10 @@ impl ChatModel for Recorder {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let result = self.inner.complete(req, ctx).await;
+            // A cassette scripts turns only; replay writes its own summaries.
+            if req.purpose == CallPurpose::Summary {
+                return result;
+            }
             let scripted = match &result {
                 Ok(r) => Some(from_response(r)),
                 Err(ModelError::Http {
@@ -255,6 +288,10 @@ impl ChatModel for Recorder {
             }
             result
         })
+    }
+
+    fn limits(&self) -> ModelLimits {
+        self.inner.limits()
     }
 }
 
@@ -340,6 +377,7 @@ mod tests {
             agent,
             turn,
             output_schema: None,
+            purpose: Default::default(),
         }
     }
 
@@ -444,5 +482,23 @@ mod tests {
         assert_eq!(c.lead.len(), 2);
         assert_eq!(c.lead[0].tool_calls[0].id.as_deref(), Some("call_1_1"));
         assert_eq!(c.lead[1].usage.as_ref().unwrap().total_tokens, Some(940));
+    }
+
+    #[tokio::test]
+    async fn a_summary_call_takes_nothing_from_the_script_and_is_not_recorded() {
+        let log = Arc::new(RecordLog::default());
+        let rec = Recorder::new(Arc::new(ReplayModel::new(cassette(), "c")), log.clone());
+        let ctx = CallContext::new(CancellationToken::new());
+        let mut summary = req(AgentId::Lead, 1);
+        summary.purpose = CallPurpose::Summary;
+        let s = rec.complete(&summary, &ctx).await.unwrap();
+        assert!(s
+            .text
+            .unwrap()
+            .starts_with("Summary of the earlier conversation of the lead"));
+        assert_eq!((s.usage, s.tool_calls.len()), (None, 0));
+        let turn = rec.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
+        assert_eq!(turn.text.as_deref(), Some("final"));
+        assert_eq!(log.cassette().lead.len(), 1);
     }
 }
