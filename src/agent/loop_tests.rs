@@ -36,6 +36,8 @@ struct Setup {
     limits: ModelLimits,
     cancelled: bool,
     output_schema: Option<Arc<OutputSchema>>,
+    /// Tools besides the recording `echo`.
+    tools: crate::tools::ToolBox,
 }
 
 impl Setup {
@@ -49,6 +51,7 @@ impl Setup {
             limits: ModelLimits::default(),
             cancelled: false,
             output_schema: None,
+            tools: Vec::new(),
         }
     }
 
@@ -68,9 +71,12 @@ impl Setup {
             model: model.clone(),
             model_name: "script".into(),
             system: "be brief".into(),
-            tools: vec![Arc::new(Echo {
+            tools: [Arc::new(Echo {
                 calls: tool_calls.clone(),
-            })],
+            }) as Arc<dyn crate::tools::Tool>]
+            .into_iter()
+            .chain(self.tools)
+            .collect(),
             context: self.context,
             max_turns: self.max_turns,
             tool_ctx: ToolContext {
@@ -800,4 +806,108 @@ async fn a_summarizer_that_overflows_gets_a_shorter_transcript() {
         transcript_chars(second)
     );
     assert_eq!(compactions(&o.events).len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Order of the calls of one response (contract §12).
+// ---------------------------------------------------------------------------------------------
+
+/// Logs its start and end; `Shared` or `Exclusive` as told.
+struct Timed {
+    name: &'static str,
+    shared: bool,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl crate::tools::Tool for Timed {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn spec(&self) -> crate::model::ToolSpec {
+        crate::model::ToolSpec {
+            name: self.name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        args: Value,
+        _ctx: &'a crate::tools::ToolContext,
+    ) -> BoxFuture<'a, crate::tools::ToolOutput> {
+        let id = args["text"].as_str().unwrap_or("?").to_string();
+        Box::pin(async move {
+            self.log.lock().unwrap().push(format!("+{id}"));
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            self.log.lock().unwrap().push(format!("-{id}"));
+            crate::tools::ToolOutput::ok(id)
+        })
+    }
+
+    fn concurrency(&self) -> crate::tools::Concurrency {
+        if self.shared {
+            crate::tools::Concurrency::Shared
+        } else {
+            crate::tools::Concurrency::Exclusive
+        }
+    }
+}
+
+#[tokio::test]
+async fn reads_overlap_and_a_write_waits_for_what_came_before_it() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let named = |tool: &str, id: &str| ToolCall {
+        name: tool.into(),
+        ..call(id, id)
+    };
+    let mut s = Setup::new(vec![
+        calls(
+            vec![
+                named("read", "r1"),
+                named("read", "r2"),
+                named("write", "w1"),
+                named("read", "r3"),
+                named("write", "w2"),
+            ],
+            None,
+        ),
+        text("done"),
+    ]);
+    s.tools = vec![
+        Arc::new(Timed {
+            name: "read",
+            shared: true,
+            log: log.clone(),
+        }),
+        Arc::new(Timed {
+            name: "write",
+            shared: false,
+            log: log.clone(),
+        }),
+    ];
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let log = log.lock().unwrap().clone();
+    // r1 and r2 overlap; w1 starts after both ended; r3 after w1; w2 after r3.
+    assert_eq!(&log[..2], ["+r1", "+r2"], "{log:?}");
+    assert_eq!(
+        &log[4..],
+        ["+w1", "-w1", "+r3", "-r3", "+w2", "-w2"],
+        "{log:?}"
+    );
+    let results: Vec<String> = o.requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        ["r1", "r2", "w1", "r3", "w2"],
+        "results keep call order"
+    );
 }

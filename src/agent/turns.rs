@@ -16,7 +16,7 @@ use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
     Reasoning, RetryNotice, ToolCall, ToolSpec, Usage,
 };
-use crate::tools::{Control, ToolContext, ToolOutput};
+use crate::tools::{Concurrency, Control, ToolContext, ToolOutput};
 
 /// Runs `agent` on `prompt` until it ends.
 pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> AgentEnd {
@@ -428,23 +428,52 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
         .iter()
         .map(|c| agent.tool_ctx.for_call(&c.id))
         .collect();
-    let futures: Vec<_> = calls
-        .iter()
-        .zip(&contexts)
-        .map(|(call, ctx)| {
-            agent.observer.tool_call(call);
-            // The synchronous part of `Tool::call` runs here, in call order: the task
-            // tool accepts, queues and limits calls in the order the model made them.
-            let fut = dispatch(agent, call, ctx);
-            async move {
-                let start = Instant::now();
-                let out = fut.await;
-                agent.observer.tool_result(call, &out, start.elapsed());
-                out
-            }
-        })
-        .collect();
-    join_all(futures).await
+    for call in calls {
+        agent.observer.tool_call(call);
+    }
+    let mut outputs = Vec::with_capacity(calls.len());
+    for group in groups(agent, calls) {
+        let futures: Vec<_> = group
+            .map(|i| {
+                let (call, ctx) = (&calls[i], &contexts[i]);
+                // The synchronous part of `Tool::call` runs here, in call order: the task
+                // tool accepts, queues and limits calls in the order the model made them.
+                let fut = dispatch(agent, call, ctx);
+                async move {
+                    let start = Instant::now();
+                    let out = fut.await;
+                    agent.observer.tool_result(call, &out, start.elapsed());
+                    out
+                }
+            })
+            .collect();
+        outputs.extend(join_all(futures).await);
+    }
+    outputs
+}
+
+/// The calls cut into groups that run one after another (contract §12's order): a run of
+/// neighbouring `Shared` calls (reads, `task`) runs at once; every `Exclusive` call (a
+/// write, bash, an MCP tool) is a group of its own. A replay is deterministic this way.
+fn groups(agent: &Agent, calls: &[ToolCall]) -> Vec<std::ops::Range<usize>> {
+    let shared = |c: &ToolCall| {
+        // A call that will only answer with an error (unknown tool, broken arguments)
+        // touches nothing.
+        c.invalid_arguments.is_some()
+            || agent
+                .tools
+                .iter()
+                .find(|t| t.name() == c.name)
+                .is_none_or(|t| t.concurrency() == Concurrency::Shared)
+    };
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, c) in calls.iter().enumerate() {
+        match out.last_mut() {
+            Some(g) if shared(c) && shared(&calls[g.start]) => g.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
 }
 
 fn dispatch<'a>(

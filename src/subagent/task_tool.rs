@@ -17,7 +17,7 @@ use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
-use crate::tools::{Tool, ToolContext, ToolOutput};
+use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 
 /// After a timeout cancels a sub-agent, how long it may take to stop its tools.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
@@ -61,6 +61,10 @@ fn task_parameters(names: Vec<String>) -> Value {
 }
 
 impl Tool for TaskTool {
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Shared
+    }
+
     fn name(&self) -> &str {
         "task"
     }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args::{lenient, spec, with_args, Count};
-use super::{Tool, ToolContext, ToolOutput};
+use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::text::{cut, Keep};
 use crate::workspace::beneath::{self, OpenMode};
@@ -250,6 +250,10 @@ pub struct LsArgs {
 }
 
 impl Tool for LsTool {
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Shared
+    }
+
     fn name(&self) -> &str {
         "ls"
     }
@@ -355,6 +359,10 @@ pub struct ReadFileArgs {
 }
 
 impl Tool for ReadFileTool {
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Shared
+    }
+
     fn name(&self) -> &str {
         "read_file"
     }

@@ -177,11 +177,26 @@ impl ToolContext {
     }
 }
 
+/// How a call may overlap the other calls of the same response (contract §12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Reads (and `task`, whose sub-agents run in parallel): may run at the same time as
+    /// the neighbouring calls that are `Shared` too.
+    Shared,
+    /// Anything that changes the world (writes, bash, MCP tools): runs after every call
+    /// before it has finished, and before any call after it starts.
+    Exclusive,
+}
+
 pub trait Tool: Send + Sync {
     /// The name the model calls it by (the same as `spec().name`, without building the spec).
     fn name(&self) -> &str;
     fn spec(&self) -> ToolSpec;
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+    /// Exclusive unless the tool says otherwise, so a new tool is ordered safely.
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Exclusive
+    }
 }
 
 pub type ToolBox = Vec<Arc<dyn Tool>>;

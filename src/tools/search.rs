@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::args::{lenient, spec, with_args, Count};
 use super::fs::{decode_text, resolve, IGNORED_DIRS};
-use super::{Tool, ToolContext, ToolOutput};
+use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::{Access, Workspace};
 
@@ -91,6 +91,10 @@ pub struct GlobArgs {
 }
 
 impl Tool for GlobTool {
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Shared
+    }
+
     fn name(&self) -> &str {
         "glob"
     }
@@ -202,6 +206,10 @@ pub struct GrepArgs {
 }
 
 impl Tool for GrepTool {
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Shared
+    }
+
     fn name(&self) -> &str {
         "grep"
     }
