@@ -439,7 +439,7 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__run)
-            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --skills --output-last-message --record --set --quiet --color --config --help"
+            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --skills --output-last-message --record --set --quiet --mcp-config --color --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -514,6 +514,10 @@ _deerflow() {
                     return 0
                     ;;
                 --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mcp-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -48,6 +48,7 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l skills -d 'Ski
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s o -l output-last-message -d 'Write the final answer to FILE (only when the run completed)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l record -d 'Write every model response of this run to a replay cassette' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l set -d 'Override a config key by dotted path (subagents.timeout_seconds=60, models[0].model=x); an empty VALUE or null restores the default; repeatable' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object (Claude Code\'s .mcp.json); repeatable, later files win per server name' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l color -d 'Colour on stderr (NO_COLOR is honoured)' -r -f -a "auto\t''
 always\t''
 never\t''"

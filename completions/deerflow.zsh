@@ -50,6 +50,7 @@ _arguments "${_arguments_options[@]}" : \
 '--output-last-message=[Write the final answer to FILE (only when the run completed)]:FILE:_files' \
 '--record=[Write every model response of this run to a replay cassette]:FILE:_files' \
 '*--set=[Override a config key by dotted path (subagents.timeout_seconds=60, models\[0\].model=x); an empty VALUE or null restores the default; repeatable]:KEY=VALUE:_default' \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object (Claude Code'\''s .mcp.json); repeatable, later files win per server name]:FILE:_files' \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \

@@ -17,6 +17,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         explicit: config_path,
         sets: Vec::new(),
         cwd,
+        mcp_configs: Vec::new(),
     }) {
         Ok(l) => l,
         Err(e) => return config_error(&e),

@@ -158,6 +158,11 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// MCP servers from a JSON file with an `mcpServers` object (Claude Code's .mcp.json);
+    /// repeatable, later files win per server name
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
+
     /// Colour on stderr (NO_COLOR is honoured)
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,

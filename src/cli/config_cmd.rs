@@ -16,6 +16,7 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         explicit: config_path,
         sets: Vec::new(),
         cwd,
+        mcp_configs: Vec::new(),
     };
     if let ConfigAction::Check { json } = action {
         return check(&opts, json);

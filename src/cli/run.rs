@@ -40,6 +40,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         explicit: config_path,
         sets: args.set.clone(),
         cwd: cwd.clone(),
+        mcp_configs: args.mcp_config.clone(),
     })?;
     let cfg = &loaded.config;
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;

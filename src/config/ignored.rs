@@ -267,14 +267,13 @@ mod tests {
     #[test]
     fn sections_to_come_are_ignored_until_they_have_fields() {
         let (_, ignored) = strip(
-            "summarization: {enabled: true}\ntool_output: {enabled: true}\nmcp_servers: {}\nmodels:\n  - {name: a, context_window: 1000, supports_thinking: true, when_thinking_enabled: {}, extra_body: {}}\n",
+            "summarization: {enabled: true}\ntool_output: {enabled: true}\nmodels:\n  - {name: a, context_window: 1000, supports_thinking: true, when_thinking_enabled: {}, extra_body: {}}\n",
         );
         assert_eq!(
             ignored,
             [
                 "summarization",
                 "tool_output",
-                "mcp_servers",
                 "models[0].context_window",
                 "models[0].supports_thinking",
                 "models[0].when_thinking_enabled",

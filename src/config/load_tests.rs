@@ -21,6 +21,7 @@ fn opts(dir: &Path, explicit: Option<PathBuf>, sets: &[&str]) -> LoadOptions {
         explicit,
         sets: sets.iter().map(|s| parse_set(s).unwrap()).collect(),
         cwd: dir.to_path_buf(),
+        mcp_configs: Vec::new(),
     }
 }
 

@@ -20,6 +20,7 @@ mod keypath;
 mod lenient;
 mod load;
 mod locate;
+mod mcp;
 mod models;
 mod providers;
 mod report;
@@ -31,6 +32,7 @@ pub use deerflow::provider_of;
 pub use env::Env;
 pub use error::ConfigError;
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
+pub use mcp::{McpServer, McpServerEntry, McpTransport};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };

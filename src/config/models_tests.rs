@@ -14,6 +14,7 @@ fn loaded(text: &str, env: &Env) -> (tempfile::TempDir, LoadedConfig) {
         explicit: Some(file),
         sets: Vec::new(),
         cwd: dir.path().to_path_buf(),
+        mcp_configs: Vec::new(),
     };
     let l = load_with(&opts, env).unwrap();
     (dir, l)
@@ -25,6 +26,7 @@ fn no_config() -> LoadedConfig {
         explicit: None,
         sets: Vec::new(),
         cwd: dir.join("deerflow-no-such-dir"),
+        mcp_configs: Vec::new(),
     };
     load_with(&opts, &Env::empty()).unwrap()
 }
@@ -271,6 +273,7 @@ fn set_can_pick_the_model_entry_fields() {
         explicit: Some(file),
         sets,
         cwd: dir.path().to_path_buf(),
+        mcp_configs: Vec::new(),
     };
     let l = load_with(&opts, &Env::empty()).unwrap();
     assert_eq!(

@@ -24,6 +24,10 @@ pub struct Config {
     pub skills: SkillsConfig,
     pub loop_detection: LoopDetectionConfig,
     pub token_budget: TokenBudgetConfig,
+    /// MCP servers by name (contract §9), merged with the servers of the extensions file
+    /// and `--mcp-config` files after loading.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, super::mcp::McpServerEntry>,
 }
 
 /// Which client serves a model entry, derived from its `use:`.
