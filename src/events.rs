@@ -222,6 +222,15 @@ pub enum Event {
         #[schemars(with = "String")]
         server: Option<String>,
     },
+    /// An MCP server answered `initialize` and `tools/list`, before the first model call.
+    McpServerStarted {
+        server: String,
+        /// `stdio` or `http`.
+        transport: String,
+        /// Its tools, as offered to the model.
+        tools: Vec<String>,
+        duration_ms: u64,
+    },
     /// The lead agent asked the user; the run then ends.
     ClarificationRequested {
         question: String,
@@ -292,6 +301,7 @@ impl Event {
             Event::TaskCancelled { .. } => "task_cancelled",
             Event::Usage { .. } => "usage",
             Event::Warning { .. } => "warning",
+            Event::McpServerStarted { .. } => "mcp_server_started",
             Event::ClarificationRequested { .. } => "clarification_requested",
             Event::RunCompleted { .. } => "run_completed",
         }
@@ -652,6 +662,12 @@ pub(crate) fn samples() -> Vec<Envelope> {
             retry: None,
             server: Some("fs".into()),
         }),
+        lead(Event::McpServerStarted {
+            server: "fs".into(),
+            transport: "stdio".into(),
+            tools: vec!["fs_read".into()],
+            duration_ms: 40,
+        }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),
             options: vec!["a".into(), "b".into()],
@@ -833,6 +849,6 @@ mod tests {
     fn samples_cover_every_event_type() {
         let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
         names.dedup();
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 16, "{names:?}");
     }
 }

@@ -49,6 +49,25 @@ pub enum Command {
     },
     /// Print the man page (roff)
     Man,
+    /// MCP tool servers: start each configured server, list its tools, stop it
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Start every enabled MCP server, list its tools (or why it failed), stop them;
+    /// exit 0 when all started, 1 otherwise
+    List {
+        /// Print JSON (with each tool's input schema) instead of text
+        #[arg(long)]
+        json: bool,
+        /// MCP servers from a JSON file with an `mcpServers` object; repeatable
+        #[arg(long = "mcp-config", value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

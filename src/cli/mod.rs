@@ -6,6 +6,7 @@ pub mod args;
 mod config_cmd;
 mod docs;
 pub mod error;
+mod mcp_cmd;
 mod run;
 
 use clap::error::ErrorKind;
@@ -31,6 +32,9 @@ pub async fn main() -> i32 {
         ),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
+        Command::Mcp {
+            action: args::McpAction::List { json, mcp_config },
+        } => mcp_cmd::list(cli.config, mcp_config, json).await,
     }
 }
 

@@ -114,7 +114,21 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         warnings,
         lead_progress: Default::default(),
         skills: skill_list,
+        mcp: loaded.mcp.clone(),
+        secret_env: secret_env(&loaded),
     })
+}
+
+/// The variables secrets were read from: models' `api_key: $VAR`s and MCP servers'
+/// `env`/`headers` values (contract §6).
+pub(super) fn secret_env(loaded: &LoadedConfig) -> Vec<String> {
+    let models = loaded.config.models.iter().filter_map(|m| {
+        m.api_key
+            .as_deref()
+            .and_then(|k| k.strip_prefix('$'))
+            .map(str::to_string)
+    });
+    models.chain(loaded.mcp_secrets.iter().cloned()).collect()
 }
 
 /// Everything a usage error can come from, before any configuration is read: the

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::agent::guards::LoopLimits;
 use crate::agent::Progress;
+use crate::config::McpServer;
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::providers::replay::RecordLog;
 use crate::model::ChatModel;
@@ -52,4 +53,9 @@ pub struct RunSpec {
     pub lead_progress: Arc<Progress>,
     /// The skills every agent may list.
     pub skills: Vec<Skill>,
+    /// Enabled MCP servers, started after `run_started` (contract §9).
+    pub mcp: Vec<McpServer>,
+    /// Variables secrets were read from (models' keys, MCP `env`/`headers`): no MCP server
+    /// inherits them unless its own `env` sets them (contract §6).
+    pub secret_env: Vec<String>,
 }

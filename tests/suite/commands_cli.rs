@@ -228,6 +228,7 @@ async fn schema_covers_every_event_type() {
         "task_cancelled",
         "usage",
         "warning",
+        "mcp_server_started",
         "clarification_requested",
         "run_completed",
     ]
@@ -235,7 +236,7 @@ async fn schema_covers_every_event_type() {
     .map(String::from)
     .collect();
     assert_eq!(got, want);
-    assert_eq!(branches.len(), 15);
+    assert_eq!(branches.len(), 16);
     // Every branch requires the common fields, itself or through the root's `required`
     // (which applies to every line next to `oneOf`).
     let names = |s: &Value| -> Vec<String> {

@@ -8,6 +8,7 @@ mod generated_docs;
 mod guards;
 mod hardening;
 mod harness;
+mod mcp;
 mod mock_selftest;
 mod openai_http;
 mod provider_echo;

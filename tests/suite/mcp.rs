@@ -1,0 +1,472 @@
+//! MCP tool servers (contract §9) end to end: the binary against the mock LLM and a small
+//! stdio MCP server (tests/support/mcp_server.py, Python's standard library only).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::harness::{check_stream, deerflow, workspace, Output};
+use super::openai_http::{config, run};
+use crate::support::{MockServer, Reply};
+
+/// The test server's interpreter, as an absolute path (the binary's environment is clean,
+/// so a version manager's shim may not work there). `None` skips the test with a notice.
+fn python() -> Option<String> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let exe = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    if exe.is_empty() {
+        eprintln!("skipped: python3 is not available for the test MCP server");
+        return None;
+    }
+    Some(exe)
+}
+
+fn server_script() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/mcp_server.py").to_string()
+}
+
+/// One `mcp_servers` entry (YAML flow mapping) for the test server; `extra` is appended.
+fn entry(py: &str, env: &str, extra: &str) -> String {
+    format!(
+        "{{command: \"{py}\", args: [\"{}\"], env: {{{env}}}{extra}}}",
+        server_script()
+    )
+}
+
+/// The mock-model config with `servers` (`name: entry` lines) under `mcp_servers:`.
+fn config_with(dir: &Path, url: &str, servers: &[(&str, String)]) -> PathBuf {
+    let path = config(dir, "openai", url, ", max_retries: 0");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("mcp_servers:\n");
+    for (name, e) in servers {
+        text.push_str(&format!("  {name}: {e}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tool_names(req: &Value) -> Vec<String> {
+    req["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn result_of<'a>(out: &'a Output, id: &str) -> &'a Value {
+    out.events
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["call_id"] == id)
+        .unwrap_or_else(|| panic!("no tool_result {id}: {:#?}", out.events))
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn logged_pids(log: &Path) -> Vec<i32> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("pid ")?.parse().ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_are_offered_called_and_mapped_and_the_server_is_stopped() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::tool_calls(vec![
+        ("c1", "t_echo", json!({"text": "hi there"})),
+        ("c2", "t_fail", json!({})),
+        ("c3", "t_image", json!({})),
+        ("c4", "t_structured", json!({})),
+        ("c5", "t_env", json!({"name": "DF_MCP_SECRET_TOKEN"})),
+        ("c6", "t_env", json!({"name": "GIVEN"})),
+        ("c7", "t_big", json!({"n": 50000})),
+    ]));
+    server.push_reply(Reply::text("done"));
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(
+        &py,
+        &format!(
+            "MCP_LOG: \"{}\", MCP_PAGE: \"3\", GIVEN: given-value",
+            log.display()
+        ),
+        ", disabled_tools: [sleep]",
+    );
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let out = run(&cfg, ws.path(), "use the tools")
+        .env("DF_MCP_SECRET_TOKEN", "must-not-leak")
+        .output()
+        .await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let started = out.first("mcp_server_started");
+    assert_eq!(started["server"], "t");
+    assert_eq!(started["transport"], "stdio");
+    let offered: Vec<&str> = started["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"t_echo") && !offered.contains(&"t_sleep"),
+        "{offered:?}"
+    );
+    assert_eq!(offered.len(), 7, "pagination lost tools: {offered:?}");
+    let types = out.types();
+    let at = |t: &str| types.iter().position(|x| x == t).unwrap();
+    assert!(at("mcp_server_started") < at("usage"), "{types:?}");
+    // Offered to the model with the server's schema.
+    let reqs = server.requests();
+    let first = &reqs[0].body;
+    let names = tool_names(first);
+    assert!(names.contains(&"t_echo".to_string()), "{names:?}");
+    let echo = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "t_echo")
+        .unwrap();
+    assert_eq!(echo["function"]["parameters"]["required"], json!(["text"]));
+    assert_eq!(echo["function"]["description"], "Echoes its text");
+    // Results.
+    assert_eq!(result_of(&out, "c1")["status"], "ok");
+    assert_eq!(result_of(&out, "c1")["output"], "hi there");
+    assert_eq!(result_of(&out, "c2")["status"], "error");
+    assert_eq!(result_of(&out, "c2")["output"], "it broke");
+    assert_eq!(
+        result_of(&out, "c3")["output"],
+        "[image: image/png, 8 bytes]\n[resource: file:///tmp/r.txt]"
+    );
+    assert_eq!(result_of(&out, "c4")["output"], r#"{"answer":42}"#);
+    assert_eq!(result_of(&out, "c5")["output"], "(unset)");
+    assert_eq!(result_of(&out, "c6")["output"], "given-value");
+    let second = reqs[1].raw_body.clone();
+    assert!(second.contains("hi there") && second.contains("it broke"));
+    assert!(
+        !second.contains(&"x".repeat(30000)),
+        "the big result was not cut"
+    );
+    assert!(!out.stdout.contains("must-not-leak"));
+    // The server is gone once deerflow has exited.
+    let pids = logged_pids(&log);
+    assert_eq!(pids.len(), 1, "one session for the whole run");
+    assert!(!pid_alive(pids[0]), "the MCP server outlived the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_required_server_that_fails_fails_the_run_before_any_model_call() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("never"));
+    let ws = workspace();
+    let cfg = config_with(
+        ws.path(),
+        &server.url(),
+        &[("down", entry(&py, "MCP_MODE: crash", ", required: true"))],
+    );
+    let out = run(&cfg, ws.path(), "go").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let done = out.completed();
+    assert_eq!(done["status"], "failed");
+    assert!(done["error"].as_str().unwrap().contains("'down'"), "{done}");
+    let w = out.first("warning");
+    assert_eq!(w["code"], "mcp_server_failed");
+    assert_eq!(w["server"], "down");
+    assert_eq!(server.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_optional_server_that_fails_or_hangs_is_a_warning_and_the_run_goes_on() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("fine"));
+    let ws = workspace();
+    let cfg = config_with(
+        ws.path(),
+        &server.url(),
+        &[
+            ("crashy", entry(&py, "MCP_MODE: crash", "")),
+            (
+                "hangs",
+                entry(&py, "MCP_MODE: hang", ", session_init_timeout: 0.5"),
+            ),
+            ("up", entry(&py, "MCP_TOOLS: echo", "")),
+        ],
+    );
+    let out = run(&cfg, ws.path(), "go").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let failed: Vec<&str> = out
+        .of_type("warning")
+        .iter()
+        .filter(|w| w["code"] == "mcp_server_failed")
+        .map(|w| w["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["crashy", "hangs"]);
+    let hang = out
+        .of_type("warning")
+        .into_iter()
+        .find(|w| w["server"] == "hangs")
+        .unwrap();
+    assert!(hang["message"]
+        .as_str()
+        .unwrap()
+        .contains("session_init_timeout"));
+    assert_eq!(out.first("mcp_server_started")["tools"], json!(["up_echo"]));
+    assert_eq!(
+        tool_names(&server.requests()[0].body)
+            .iter()
+            .filter(|n| n.starts_with("up_"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn colliding_names_make_the_later_server_fail_naming_both() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("fine"));
+    let ws = workspace();
+    let raw = ", tool_name_prefix: false";
+    let cfg = config_with(
+        ws.path(),
+        &server.url(),
+        &[
+            ("a", entry(&py, "MCP_TOOLS: echo", raw)),
+            ("b", entry(&py, "MCP_TOOLS: echo", raw)),
+            ("c", entry(&py, "MCP_TOOLS: read_file", raw)),
+        ],
+    );
+    let out = run(&cfg, ws.path(), "go").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warnings = out.of_type("warning");
+    let msg = |s: &str| {
+        warnings
+            .iter()
+            .find(|w| w["server"] == s)
+            .map(|w| w["message"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no warning for {s}: {warnings:#?}"))
+    };
+    assert!(
+        msg("b").contains("'echo' of MCP server 'a'"),
+        "{}",
+        msg("b")
+    );
+    assert!(
+        msg("c").contains("built-in tool 'read_file'"),
+        "{}",
+        msg("c")
+    );
+    let names = tool_names(&server.requests()[0].body);
+    assert_eq!(
+        names.iter().filter(|n| *n == "echo").count(),
+        1,
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| *n == "read_file").count(),
+        1,
+        "{names:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disabled_server_is_never_started_nor_its_variables_read() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("fine"));
+    let ws = workspace();
+    let log = ws.path().join("never.log");
+    let e = entry(
+        &py,
+        &format!("MCP_LOG: \"{}\", K: $DF_SURELY_UNSET_VAR", log.display()),
+        ", enabled: false",
+    );
+    let cfg = config_with(ws.path(), &server.url(), &[("off", e)]);
+    let out = run(&cfg, ws.path(), "go").output().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.of_type("mcp_server_started").is_empty());
+    assert!(!log.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_errors_come_before_run_started() {
+    let ws = workspace();
+    let cfg = config_with(
+        ws.path(),
+        "http://127.0.0.1:9/v1",
+        &[(
+            "gh",
+            "{command: npx, env: {GITHUB_TOKEN: $DF_SURELY_UNSET_VAR}}".into(),
+        )],
+    );
+    let out = run(&cfg, ws.path(), "go").output().await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.events.is_empty());
+    assert!(
+        out.stderr.contains("mcp_servers.gh.env.GITHUB_TOKEN"),
+        "{}",
+        out.stderr
+    );
+    let cfg = config_with(
+        ws.path(),
+        "http://127.0.0.1:9/v1",
+        &[("old", "{type: sse, url: 'http://127.0.0.1:9/sse'}".into())],
+    );
+    let out = run(&cfg, ws.path(), "go").output().await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("'old'") && out.stderr.contains("SSE"),
+        "{}",
+        out.stderr
+    );
+    let check = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .output()
+        .await;
+    assert_eq!(check.code, 78, "{}", check.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deerflow_extensions_example_loads_beside_the_config() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("fine"));
+    let ws = workspace();
+    let cfg = config(ws.path(), "openai", &server.url(), ", max_retries: 0");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/fixtures/deerflow/extensions_config.example.json"
+    );
+    std::fs::copy(example, ws.path().join("extensions_config.json")).unwrap();
+    let out = run(&cfg, ws.path(), "go").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.of_type("mcp_server_started").is_empty());
+    let ignored: Vec<&Value> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "config_ignored")
+        .collect();
+    assert_eq!(ignored.len(), 1, "{ignored:#?}");
+    let m = ignored[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains("mcpInterceptors") && m.contains("mcpServers.postgres.routing"),
+        "{m}"
+    );
+    // config show lists its servers with the token redacted.
+    let show = deerflow(["-c", cfg.to_str().unwrap(), "config", "show", "--json"])
+        .text()
+        .await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let v: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(
+        v["mcp_servers"]["github"]["env"]["GITHUB_TOKEN"],
+        "$GITHUB_TOKEN"
+    );
+    assert_eq!(v["mcp_servers"]["github"]["enabled"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_call_times_out_and_is_cancelled_at_the_server() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::tool_calls(vec![(
+        "s1",
+        "t_sleep",
+        json!({"seconds": 5}),
+    )]));
+    server.push_reply(Reply::text("gave up"));
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(
+        &py,
+        &format!("MCP_LOG: \"{}\"", log.display()),
+        ", tool_call_timeout: 0.5",
+    );
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let t = std::time::Instant::now();
+    let out = run(&cfg, ws.path(), "sleep").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = result_of(&out, "s1");
+    assert_eq!(r["status"], "error");
+    assert!(
+        r["output"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 0.5 seconds"),
+        "{r}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(4));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("notifications/cancelled"), "{logged}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_list_shows_tools_and_failures() {
+    let Some(py) = python() else { return };
+    let ws = workspace();
+    let file = ws.path().join(".mcp.json");
+    let srv = |env: Value| json!({"command": py, "args": [server_script()], "env": env});
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"t": srv(json!({"MCP_TOOLS": "echo,fail"}))}}).to_string(),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let out = deerflow(["mcp", "list", "--mcp-config", f])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("t (stdio): 2 tools"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("  t_echo  Echoes its text"),
+        "{}",
+        out.stdout
+    );
+    let out = deerflow(["mcp", "list", "--json", "--mcp-config", f])
+        .cwd(ws.path())
+        .text()
+        .await;
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        v["servers"][0]["tools"][0]["input_schema"]["required"],
+        json!(["text"])
+    );
+    // A later file wins per server name: now it crashes.
+    let bad = ws.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        json!({"mcpServers": {"t": srv(json!({"MCP_MODE": "crash"}))}}).to_string(),
+    )
+    .unwrap();
+    let out = deerflow([
+        "mcp",
+        "list",
+        "--mcp-config",
+        f,
+        "--mcp-config",
+        bad.to_str().unwrap(),
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.contains("t: failed to start"), "{}", out.stdout);
+}
