@@ -128,7 +128,25 @@ pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
         .into_iter()
         .chain(crate::tools::registry::LEAD_ONLY_TOOLS)
         .collect();
-    crate::subagent::registry::custom_agent_tool_warnings(&cfg.subagents, &known)
+    // MCP tools are known only once their servers run: a name that may be one is not
+    // called unknown (`SERVER_…` for a prefixed server, any name beside an unprefixed one).
+    let servers: Vec<(&String, &crate::config::McpServerEntry)> =
+        cfg.mcp_servers.iter().filter(|(_, e)| e.enabled).collect();
+    let maybe_mcp = |tool: &str| {
+        servers.iter().any(|(name, e)| {
+            !e.tool_name_prefix
+                || tool
+                    .strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.starts_with('_'))
+        })
+    };
+    let mut subagents = cfg.subagents.clone();
+    for agent in subagents.custom_agents.values_mut() {
+        if let Some(tools) = &mut agent.tools {
+            tools.retain(|t| !maybe_mcp(t));
+        }
+    }
+    crate::subagent::registry::custom_agent_tool_warnings(&subagents, &known)
 }
 
 /// One line on stderr, exit 78.

@@ -470,3 +470,188 @@ async fn mcp_list_shows_tools_and_failures() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stdout.contains("t: failed to start"), "{}", out.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sub_agents_get_the_tools_by_the_lead_s_rules() {
+    use crate::support::Rule;
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    let task = |i: u32, kind: &str| {
+        (
+            format!("task_{i}"),
+            "task".to_string(),
+            json!({"description": format!("part {i}"), "prompt": format!("SUBTASK {i} {kind}"), "subagent_type": kind}),
+        )
+    };
+    server.push(Rule::body_contains("Task Succeeded").reply(Reply::text("final")));
+    server.push(
+        Rule::body_contains("LEADPROMPT").reply(Reply::tool_calls(vec![
+            task(1, "general-purpose"),
+            task(2, "picky"),
+            task(3, "plain"),
+        ])),
+    );
+    server.push(
+        Rule::body_contains("SUBTASK 1").reply(Reply::tool_calls(vec![(
+            "e1",
+            "t_echo",
+            json!({"text": "from a sub-agent"}),
+        )])),
+    );
+    server.push(
+        Rule::body_contains("SUBTASK")
+            .always()
+            .reply(Reply::text("sub done")),
+    );
+    let ws = workspace();
+    let cfg = config_with(
+        ws.path(),
+        &server.url(),
+        &[("t", entry(&py, "MCP_TOOLS: \"echo,fail\"", ""))],
+    );
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(
+        "subagents:\n  custom_agents:\n    picky:\n      description: d\n      system_prompt: p\n      tools: [read_file, t_echo]\n    plain:\n      description: d\n      system_prompt: p\n      tools: [read_file]\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let out = run(&cfg, ws.path(), "LEADPROMPT").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.of_type("warning")
+            .iter()
+            .all(|w| w["code"] != "config_ignored"),
+        "an MCP tool in an allow-list is not unknown: {:#?}",
+        out.of_type("warning")
+    );
+    let reqs = server.requests();
+    let sub = |marker: &str| {
+        let r = reqs
+            .iter()
+            .find(|r| r.raw_body.contains(marker) && !r.raw_body.contains("LEADPROMPT"))
+            .unwrap();
+        tool_names(&r.body)
+    };
+    let gp = sub("SUBTASK 1 general-purpose");
+    assert!(
+        gp.contains(&"t_echo".into()) && gp.contains(&"t_fail".into()),
+        "{gp:?}"
+    );
+    assert_eq!(sub("SUBTASK 2 picky"), ["read_file", "t_echo"]);
+    assert_eq!(sub("SUBTASK 3 plain"), ["read_file"]);
+    // The sub-agent's call went through the run's one session.
+    let running = out
+        .of_type("task_running")
+        .into_iter()
+        .find(|e| e["message"]["role"] == "tool")
+        .unwrap();
+    assert_eq!(running["message"]["name"], "t_echo");
+    assert_eq!(running["message"]["status"], "ok");
+    let done = out
+        .of_type("task_completed")
+        .into_iter()
+        .find(|e| e["task_id"] == "task_1")
+        .unwrap();
+    assert_eq!(done["result"], "sub done");
+    let follow_up = reqs
+        .iter()
+        .find(|r| r.raw_body.contains("SUBTASK 1") && r.raw_body.contains("from a sub-agent"));
+    assert!(
+        follow_up.is_some(),
+        "the tool result reached the sub-agent's model"
+    );
+}
+
+/// Waits until `pid` is gone (a killed process may linger a moment until it is reaped).
+async fn gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        if !pid_alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_ignores_stdin_and_sigterm_is_killed_at_the_end() {
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("fine"));
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(
+        &py,
+        &format!("MCP_LOG: \"{}\", MCP_MODE: stubborn", log.display()),
+        "",
+    );
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let t = std::time::Instant::now();
+    let out = run(&cfg, ws.path(), "go").output().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // stdin closed, a grace, SIGTERM, 2 s, SIGKILL.
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    let pids = logged_pids(&log);
+    assert_eq!(pids.len(), 1);
+    assert!(gone(pids[0]).await, "the stubborn server outlived the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_during_a_call_stops_the_run_and_its_servers_within_2s() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push_reply(Reply::tool_calls(vec![(
+        "s1",
+        "t_sleep",
+        json!({"seconds": 30}),
+    )]));
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(
+        &py,
+        &format!("MCP_LOG: \"{}\", MCP_MODE: stubborn", log.display()),
+        "",
+    );
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let mut child = run(&cfg, ws.path(), "sleep").command().spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut events = Vec::new();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let v: Value = serde_json::from_str(&l).unwrap();
+        let call = v["type"] == "tool_call";
+        events.push(v);
+        if call {
+            break;
+        }
+    }
+    // The call has reached the server once it logged it.
+    for _ in 0..100 {
+        if std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("tools/call")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().unwrap() as i32;
+    let sent = std::time::Instant::now();
+    // SAFETY: kill only sends a signal to the child we spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    while let Ok(Some(l)) = lines.next_line().await {
+        events.push(serde_json::from_str(&l).unwrap());
+    }
+    let status = child.wait().await.unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(143));
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "run_completed");
+    assert_eq!(last["exit_code"], 143);
+    let pids = logged_pids(&log);
+    assert!(gone(pids[0]).await, "the server outlived a SIGTERM'd run");
+}

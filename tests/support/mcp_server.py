@@ -2,13 +2,15 @@
 """A small MCP server over stdio for deerflow's tests (Python standard library only).
 
 Environment knobs:
-  MCP_MODE   "crash": exit 1 at start; "hang": never answer initialize
+  MCP_MODE   "crash": exit 1 at start; "hang": never answer initialize;
+             "stubborn": ignore SIGTERM and the end of stdin (only SIGKILL stops it)
   MCP_TOOLS  comma-separated subset of the tools below (default: all)
   MCP_PAGE   tools per tools/list page (default: all on one page; exercises nextCursor)
   MCP_LOG    a file that gets one line per message received ("pid N" first)
 """
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -77,6 +79,8 @@ def main():
     if mode == "crash":
         sys.stderr.write("test server: crashing on purpose\n")
         sys.exit(1)
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     names = [n for n in os.environ.get("MCP_TOOLS", ",".join(TOOLS)).split(",") if n]
     page = int(os.environ.get("MCP_PAGE", "0")) or len(names) or 1
     for line in sys.stdin:
@@ -113,6 +117,9 @@ def main():
             threading.Thread(target=work, daemon=True).start()
         else:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+    if mode == "stubborn":
+        while True:
+            time.sleep(60)
 
 
 if __name__ == "__main__":
