@@ -655,3 +655,75 @@ async fn sigterm_during_a_call_stops_the_run_and_its_servers_within_2s() {
     let pids = logged_pids(&log);
     assert!(gone(pids[0]).await, "the server outlived a SIGTERM'd run");
 }
+
+/// `mcp-server-time` from PyPI, as `.ci/run` installs it (or `$DEERFLOW_TEST_MCP_TIME`).
+fn published_time_server() -> Option<String> {
+    let path = std::env::var("DEERFLOW_TEST_MCP_TIME").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/mcp-venv/bin/mcp-server-time"
+        )
+        .to_string()
+    });
+    if Path::new(&path).exists() {
+        Some(path)
+    } else {
+        eprintln!(
+            "skipped: {path} is missing (.ci/run installs mcp-server-time from PyPI; needs python3)"
+        );
+        None
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_published_server_mcp_server_time() {
+    let Some(time) = published_time_server() else {
+        return;
+    };
+    let ws = workspace();
+    let file = ws.path().join(".mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"time": {"command": time, "args": ["--local-timezone", "UTC"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let cassette = super::harness::cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "c1", "name": "time_get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}]},
+            {"text": "done"}]}),
+    );
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &format!("replay:{}", cassette.display()),
+        "--mcp-config",
+        file.to_str().unwrap(),
+        "-C",
+        ws.path().to_str().unwrap(),
+        "What time is it in Tokyo?",
+    ])
+    .output()
+    .await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let started = out.first("mcp_server_started");
+    assert!(started["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("time_get_current_time")));
+    let r = result_of(&out, "c1");
+    assert_eq!(r["status"], "ok", "{r}");
+    assert!(r["output"].as_str().unwrap().contains("Asia/Tokyo"), "{r}");
+    let list = deerflow(["mcp", "list", "--mcp-config", file.to_str().unwrap()])
+        .text()
+        .await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stdout.contains("time (stdio): 2 tools"),
+        "{}",
+        list.stdout
+    );
+}
