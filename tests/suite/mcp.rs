@@ -727,3 +727,44 @@ async fn a_real_published_server_mcp_server_time() {
         list.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamable_http_servers_get_their_headers_and_serve_calls() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(py) = python() else { return };
+    let ws = workspace();
+    let log = ws.path().join("http.log");
+    let mut http = tokio::process::Command::new(&py)
+        .args([server_script().as_str(), "--http"])
+        .env("MCP_LOG", &log)
+        .env("MCP_TOOLS", "echo")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(http.stdout.take().unwrap()).lines();
+    let port = lines.next_line().await.unwrap().unwrap();
+    let server = MockServer::start().await;
+    server.push_reply(Reply::tool_calls(vec![(
+        "h1",
+        "web_echo",
+        json!({"text": "over http"}),
+    )]));
+    server.push_reply(Reply::text("done"));
+    let e = format!("{{type: http, url: 'http://127.0.0.1:{port}/mcp', headers: {{X-Test-Key: $DF_MCP_HTTP_KEY}}}}");
+    let cfg = config_with(ws.path(), &server.url(), &[("web", e)]);
+    let out = run(&cfg, ws.path(), "go")
+        .env("DF_MCP_HTTP_KEY", "k-123")
+        .output()
+        .await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let started = out.first("mcp_server_started");
+    assert_eq!(started["transport"], "http");
+    assert_eq!(started["tools"], json!(["web_echo"]));
+    assert_eq!(result_of(&out, "h1")["output"], "over http");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("initialize k-123"), "{logged}");
+    assert!(logged.contains("tools/call k-123"), "{logged}");
+    let _ = http.kill().await;
+}

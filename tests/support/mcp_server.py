@@ -7,6 +7,7 @@ Environment knobs:
   MCP_TOOLS  comma-separated subset of the tools below (default: all)
   MCP_PAGE   tools per tools/list page (default: all on one page; exercises nextCursor)
   MCP_LOG    a file that gets one line per message received ("pid N" first)
+With --http it serves streamable HTTP on 127.0.0.1 instead, printing its port first.
 """
 import json
 import os
@@ -73,6 +74,72 @@ def call(name, args):
     return text("ok")
 
 
+def answer(msg, names, page):
+    """The response to one request (None for a notification)."""
+    if "id" not in msg:
+        return None
+    mid, method, params = msg["id"], msg.get("method"), msg.get("params") or {}
+    if method == "initialize":
+        return {"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": params.get("protocolVersion", "2025-03-26"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "deerflow-test-server", "version": "1"},
+        }}
+    if method == "tools/list":
+        start = int(params.get("cursor") or 0)
+        chunk = names[start:start + page]
+        result = {"tools": [
+            {"name": n, "description": TOOLS[n][0], "inputSchema": TOOLS[n][1]} for n in chunk
+        ]}
+        if start + page < len(names):
+            result["nextCursor"] = str(start + page)
+        return {"jsonrpc": "2.0", "id": mid, "result": result}
+    if method == "tools/call":
+        return {"jsonrpc": "2.0", "id": mid,
+                "result": call(params.get("name"), params.get("arguments") or {})}
+    return {"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}}
+
+
+def serve_http(names, page):
+    """Streamable HTTP: POST a message, get its JSON answer (202 for a notification)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            msg = json.loads(body)
+            log("%s %s" % (msg.get("method"), self.headers.get("X-Test-Key", "-")))
+            reply = answer(msg, names, page)
+            if reply is None:
+                self.send_response(202)
+                self.end_headers()
+                return
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if msg.get("method") == "initialize":
+                self.send_header("Mcp-Session-Id", "test-session")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.send_response(405)
+            self.end_headers()
+
+        def do_DELETE(self):
+            self.send_response(200)
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    sys.stdout.write("%d\n" % httpd.server_address[1])
+    sys.stdout.flush()
+    httpd.serve_forever()
+
+
 def main():
     log("pid %d" % os.getpid())
     mode = os.environ.get("MCP_MODE", "")
@@ -83,6 +150,9 @@ def main():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     names = [n for n in os.environ.get("MCP_TOOLS", ",".join(TOOLS)).split(",") if n]
     page = int(os.environ.get("MCP_PAGE", "0")) or len(names) or 1
+    if "--http" in sys.argv:
+        serve_http(names, page)
+        return
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -92,31 +162,12 @@ def main():
         log(json.dumps(msg) if method == "notifications/cancelled" else str(method))
         if mode == "hang":
             continue
-        if "id" not in msg:
+        if method == "tools/call":
+            threading.Thread(target=lambda m=msg: send(answer(m, names, page)), daemon=True).start()
             continue
-        mid, params = msg["id"], msg.get("params") or {}
-        if method == "initialize":
-            send({"jsonrpc": "2.0", "id": mid, "result": {
-                "protocolVersion": params.get("protocolVersion", "2025-03-26"),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "deerflow-test-server", "version": "1"},
-            }})
-        elif method == "tools/list":
-            start = int(params.get("cursor") or 0)
-            chunk = names[start:start + page]
-            result = {"tools": [
-                {"name": n, "description": TOOLS[n][0], "inputSchema": TOOLS[n][1]} for n in chunk
-            ]}
-            if start + page < len(names):
-                result["nextCursor"] = str(start + page)
-            send({"jsonrpc": "2.0", "id": mid, "result": result})
-        elif method == "tools/call":
-            def work(mid=mid, params=params):
-                send({"jsonrpc": "2.0", "id": mid,
-                      "result": call(params.get("name"), params.get("arguments") or {})})
-            threading.Thread(target=work, daemon=True).start()
-        else:
-            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+        reply = answer(msg, names, page)
+        if reply is not None:
+            send(reply)
     if mode == "stubborn":
         while True:
             time.sleep(60)
