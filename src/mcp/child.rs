@@ -85,6 +85,14 @@ pub fn spawn(
 }
 
 impl ServerProcess {
+    /// How the server exited, if it does within `within` (to explain a failed start-up).
+    pub async fn exit_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
     /// Waits `grace` for the server to leave after its stdin closed (the caller closes it
     /// by dropping the transport), then SIGTERM and `kill_after` more, then SIGKILL. The
     /// group is killed in the end whatever happened, so nothing the server started stays.

@@ -100,7 +100,7 @@ pub async fn connect(
                 .map_or_else(|| ctx.workspace.clone(), |c| ctx.workspace.join(c));
             let spawned = spawn(&server.name, command, args, &full_env, &dir, &ctx.groups)
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            let process = spawned.process;
+            let mut process = spawned.process;
             let started = tokio::time::timeout(limit, async {
                 let service = client_info()
                     .serve((spawned.stdout, spawned.stdin))
@@ -113,8 +113,16 @@ pub async fn connect(
             match started {
                 Ok(Ok((service, tools))) => Ok((session(server, service, Some(process)), tools)),
                 Ok(Err(e)) => {
+                    // A server that died says more by its exit (its stderr is at debug level).
+                    let exited = process.exit_status(Duration::from_millis(300)).await;
                     process.stop(Duration::ZERO, Duration::ZERO).await;
-                    Err(e)
+                    Err(match exited {
+                        Some(status) => format!(
+                            "`{command}` exited ({status}) before answering; \
+                             DEERFLOW_LOG=debug shows its stderr"
+                        ),
+                        None => e,
+                    })
                 }
                 Err(_) => {
                     process.stop(Duration::ZERO, Duration::ZERO).await;

@@ -72,29 +72,19 @@ impl McpTool {
             Ok(h) => h,
             Err(e) => return self.failed(&e.to_string()),
         };
-        let id = handle.id.clone();
-        let cancel = |reason: &str| {
-            let note = ClientNotification::CancelledNotification(CancelledNotification {
-                params: CancelledNotificationParam {
-                    request_id: id.clone(),
-                    reason: Some(reason.to_string()),
-                },
-                method: Default::default(),
-                extensions: Default::default(),
-            });
-            let peer = peer.clone();
-            // Sent in the background: a server that stopped reading must not hold the caller.
-            tokio::spawn(async move { peer.send_notification(note).await });
+        let mut pending = Pending {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
         };
         tokio::select! {
-            r = handle.rx => match r {
+            r = handle.rx => { pending.id = None; match r {
                 Ok(Ok(ServerResult::CallToolResult(result))) => output(result),
                 Ok(Ok(other)) => self.failed(&format!("unexpected answer to tools/call: {other:?}")),
                 Ok(Err(e)) => self.failed(&e.to_string()),
                 Err(_) => self.failed("the connection to the server closed"),
-            },
+            }},
             _ = tokio::time::sleep(Duration::from_secs_f64(self.timeout_secs)) => {
-                cancel("tool_call_timeout");
+                pending.cancel("tool_call_timeout");
                 ToolOutput::error(format!(
                     "Error: MCP tool '{}' of server '{}' timed out after {} seconds (tool_call_timeout)",
                     self.remote,
@@ -103,7 +93,7 @@ impl McpTool {
                 ))
             }
             _ = ctx.cancel.cancelled() => {
-                cancel("the calling agent was cancelled");
+                pending.cancel("the calling agent was cancelled");
                 ToolOutput::error("Error: cancelled")
             }
         }
@@ -114,6 +104,40 @@ impl McpTool {
             "Error: MCP server '{}' could not run '{}': {why}",
             self.session.name, self.remote
         ))
+    }
+}
+
+/// A `tools/call` in flight: unless it was answered, the server is told it is cancelled —
+/// on timeout, on the caller's cancellation, and when the calling agent's future is
+/// dropped (an aborted task).
+struct Pending {
+    peer: rmcp::service::Peer<rmcp::service::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Pending {
+    fn cancel(&mut self, reason: &str) {
+        let Some(id) = self.id.take() else { return };
+        let note = ClientNotification::CancelledNotification(CancelledNotification {
+            params: CancelledNotificationParam {
+                request_id: id,
+                reason: Some(reason.to_string()),
+            },
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let peer = self.peer.clone();
+        // Sent in the background: a server that stopped reading must not hold the caller.
+        // Outside a runtime (never during a run) there is nothing to send it with.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { peer.send_notification(note).await });
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.cancel("the call was abandoned");
     }
 }
 

@@ -207,7 +207,16 @@ async fn an_optional_server_that_fails_or_hangs_is_a_warning_and_the_run_goes_on
             ("up", entry(&py, "MCP_TOOLS: echo", "")),
         ],
     );
-    let out = run(&cfg, ws.path(), "go").output().await;
+    let out = run(&cfg, ws.path(), "go")
+        .env("DEERFLOW_LOG", "debug")
+        .output()
+        .await;
+    assert!(
+        out.stderr
+            .contains("mcp server 'crashy': test server: crashing on purpose"),
+        "the server's stderr is logged at debug level: {}",
+        out.stderr
+    );
     check_stream(&out);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let failed: Vec<&str> = out
@@ -468,7 +477,12 @@ async fn mcp_list_shows_tools_and_failures() {
     .text()
     .await;
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(out.stdout.contains("t: failed to start"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("t: failed to start: `")
+            && out.stdout.contains("exited (exit status: 1)"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -767,4 +781,53 @@ async fn streamable_http_servers_get_their_headers_and_serve_calls() {
     assert!(logged.contains("initialize k-123"), "{logged}");
     assert!(logged.contains("tools/call k-123"), "{logged}");
     let _ = http.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_agent_that_times_out_cancels_its_call_at_the_server() {
+    use crate::support::Rule;
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push(Rule::body_contains("Task timed out").reply(Reply::text("final")));
+    server.push(Rule::body_contains("LEADPROMPT").reply(Reply::tool_calls(vec![(
+        "task_1",
+        "task",
+        json!({"description": "slow", "prompt": "SUBTASK sleep", "subagent_type": "general-purpose"}),
+    )])));
+    server.push(
+        Rule::body_contains("SUBTASK").reply(Reply::tool_calls(vec![(
+            "z1",
+            "t_sleep",
+            json!({"seconds": 30}),
+        )])),
+    );
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(&py, &format!("MCP_LOG: \"{}\"", log.display()), "");
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let out = super::harness::deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "--subagent-timeout",
+        "1s",
+        "-C",
+        ws.path().to_str().unwrap(),
+        "LEADPROMPT",
+    ])
+    .output()
+    .await;
+    check_stream(&out);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert_eq!(out.first("task_timed_out")["task_id"], "task_1");
+    let mut logged = String::new();
+    for _ in 0..100 {
+        logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if logged.contains("notifications/cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logged.contains("notifications/cancelled"), "{logged}");
 }
