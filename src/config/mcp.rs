@@ -225,9 +225,9 @@ fn resolve_one(
         ("session_init_timeout", e.session_init_timeout),
         ("tool_call_timeout", e.tool_call_timeout),
     ] {
-        if !(v.is_finite() && v > 0.0 && v <= crate_max_seconds()) {
+        if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
             problems.push(format!(
-                "{}: expected a positive number of seconds, found {v}",
+                "{}: expected a positive number of seconds up to a year, found {v}",
                 at.key(key)
             ));
         }
@@ -248,9 +248,7 @@ fn resolve_one(
 }
 
 /// A year: longer waits are typos, and `Duration::from_secs_f64` must not overflow.
-fn crate_max_seconds() -> f64 {
-    31_536_000.0
-}
+const MAX_SECONDS: f64 = 31_536_000.0;
 
 /// Servers read from one `{"mcpServers": {…}}` file.
 #[derive(Debug, Default)]

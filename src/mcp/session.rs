@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientInfo, Implementation, ProtocolVersion};
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
+use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use tokio::sync::Mutex;
 
@@ -52,8 +53,31 @@ impl StopTimes {
 pub struct Session {
     pub name: String,
     peer: Peer<RoleClient>,
-    service: Mutex<Option<RunningService<RoleClient, ClientInfo>>>,
+    service: Mutex<Option<RunningService<RoleClient, Client>>>,
     process: Mutex<Option<ServerProcess>>,
+}
+
+/// deerflow's side of a session: who it is, and what it does with the server's notices.
+pub struct Client {
+    server: String,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientInfo {
+        client_info()
+    }
+
+    // The tools are listed once, at start-up (README, "Choices"); a change is only noted.
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        crate::logging::info(&format!(
+            "mcp server '{}' changed its tool list; this run keeps the tools it listed at start-up",
+            self.server
+        ));
+        std::future::ready(())
+    }
 }
 
 fn client_info() -> ClientInfo {
@@ -102,7 +126,7 @@ pub async fn connect(
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let mut process = spawned.process;
             let started = tokio::time::timeout(limit, async {
-                let service = client_info()
+                let service = client(server)
                     .serve((spawned.stdout, spawned.stdin))
                     .await
                     .map_err(|e| format!("initialize failed: {e}"))?;
@@ -131,13 +155,13 @@ pub async fn connect(
             }
         }
         McpTransport::Http { url, headers } => {
-            let client = http_client(headers)?;
+            let http = http_client(headers)?;
             let transport = StreamableHttpClientTransport::with_client(
-                client,
+                http,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
             let started = tokio::time::timeout(limit, async {
-                let service = client_info()
+                let service = client(server)
                     .serve(transport)
                     .await
                     .map_err(|e| format!("initialize failed at {url}: {e}"))?;
@@ -154,8 +178,14 @@ pub async fn connect(
     }
 }
 
+fn client(server: &McpServer) -> Client {
+    Client {
+        server: server.name.clone(),
+    }
+}
+
 async fn list(
-    service: &RunningService<RoleClient, ClientInfo>,
+    service: &RunningService<RoleClient, Client>,
 ) -> Result<Vec<rmcp::model::Tool>, String> {
     // `list_all_tools` follows `nextCursor` until the last page.
     service
@@ -166,7 +196,7 @@ async fn list(
 
 fn session(
     server: &McpServer,
-    service: RunningService<RoleClient, ClientInfo>,
+    service: RunningService<RoleClient, Client>,
     process: Option<ServerProcess>,
 ) -> Arc<Session> {
     Arc::new(Session {

@@ -831,3 +831,40 @@ async fn a_sub_agent_that_times_out_cancels_its_call_at_the_server() {
     }
     assert!(logged.contains("notifications/cancelled"), "{logged}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_validates_servers_without_starting_them() {
+    let Some(py) = python() else { return };
+    let ws = workspace();
+    let log = ws.path().join("never.log");
+    let cfg = config_with(
+        ws.path(),
+        "http://127.0.0.1:9/v1",
+        &[(
+            "t",
+            entry(&py, &format!("MCP_LOG: \"{}\"", log.display()), ""),
+        )],
+    );
+    let out = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .text()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!log.exists(), "config check started a server");
+    let cfg = config_with(
+        ws.path(),
+        "http://127.0.0.1:9/v1",
+        &[(
+            "t",
+            entry(&py, "", ", tool_call_timeout: -1, required: maybe"),
+        )],
+    );
+    let out = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mcp_servers.t.required"),
+        "{}",
+        out.stderr
+    );
+}
