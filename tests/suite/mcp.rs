@@ -868,3 +868,53 @@ async fn config_check_validates_servers_without_starting_them() {
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_sub_agents_share_one_session() {
+    use crate::support::Rule;
+    let Some(py) = python() else { return };
+    let server = MockServer::start().await;
+    server.push(Rule::body_contains("Task Succeeded").reply(Reply::text("final")));
+    let tasks = (1..=3)
+        .map(|i| {
+            (
+                format!("task_{i}"),
+                "task".to_string(),
+                json!({"description": format!("part {i}"), "prompt": format!("SUBTASK {i}"), "subagent_type": "general-purpose"}),
+            )
+        })
+        .collect();
+    server.push(Rule::body_contains("LEADPROMPT").reply(Reply::tool_calls(tasks)));
+    server.push(
+        Rule::body_contains("slept")
+            .always()
+            .reply(Reply::text("sub done")),
+    );
+    server.push(
+        Rule::body_contains("SUBTASK")
+            .times(3)
+            .reply(Reply::tool_calls(vec![(
+                "z",
+                "t_sleep",
+                json!({"seconds": 1.5}),
+            )])),
+    );
+    let ws = workspace();
+    let log = ws.path().join("mcp.log");
+    let e = entry(&py, &format!("MCP_LOG: \"{}\"", log.display()), "");
+    let cfg = config_with(ws.path(), &server.url(), &[("t", e)]);
+    let out = run(&cfg, ws.path(), "LEADPROMPT").output().await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["tasks"]["completed"], 3);
+    assert_eq!(
+        logged_pids(&log).len(),
+        1,
+        "one server process for all sub-agents"
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log_text.matches("tools/call").count(), 3, "{log_text}");
+    // The three 1.5 s calls overlapped at the server (in sequence they take 4.5 s).
+    let run_ms = out.completed()["duration_ms"].as_u64().unwrap();
+    assert!(run_ms < 4000, "calls were serialized: {run_ms} ms");
+}
