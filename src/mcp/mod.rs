@@ -169,3 +169,45 @@ fn collision(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::McpTransport;
+
+    fn server(prefix: bool, allow: Option<&[&str]>, deny: &[&str]) -> McpServer {
+        McpServer {
+            name: "gh".into(),
+            transport: McpTransport::Http {
+                url: "http://h".into(),
+                headers: vec![],
+            },
+            required: false,
+            tool_name_prefix: prefix,
+            session_init_timeout: 60.0,
+            tool_call_timeout: 60.0,
+            enabled_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            disabled_tools: deny.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn names_are_prefixed_unless_asked_not_to() {
+        assert_eq!(
+            offered_name(&server(true, None, &[]), "search"),
+            "gh_search"
+        );
+        assert_eq!(offered_name(&server(false, None, &[]), "search"), "search");
+    }
+
+    #[test]
+    fn allow_and_deny_lists_use_the_server_s_own_names() {
+        let all = server(true, None, &[]);
+        assert!(wanted(&all, "a") && wanted(&all, "b"));
+        let some = server(true, Some(&["a", "b"]), &["b"]);
+        assert!(wanted(&some, "a"));
+        assert!(!wanted(&some, "b"), "the deny-list wins");
+        assert!(!wanted(&some, "c"));
+        assert!(!wanted(&some, "gh_a"), "offered names are not the server's");
+    }
+}
