@@ -31,6 +31,9 @@ _deerflow() {
             deerflow,man)
                 cmd="deerflow__subcmd__man"
                 ;;
+            deerflow,mcp)
+                cmd="deerflow__subcmd__mcp"
+                ;;
             deerflow,run)
                 cmd="deerflow__subcmd__run"
                 ;;
@@ -70,6 +73,9 @@ _deerflow() {
             deerflow__subcmd__help,man)
                 cmd="deerflow__subcmd__help__subcmd__man"
                 ;;
+            deerflow__subcmd__help,mcp)
+                cmd="deerflow__subcmd__help__subcmd__mcp"
+                ;;
             deerflow__subcmd__help,run)
                 cmd="deerflow__subcmd__help__subcmd__run"
                 ;;
@@ -82,6 +88,21 @@ _deerflow() {
             deerflow__subcmd__help__subcmd__config,show)
                 cmd="deerflow__subcmd__help__subcmd__config__subcmd__show"
                 ;;
+            deerflow__subcmd__help__subcmd__mcp,list)
+                cmd="deerflow__subcmd__help__subcmd__mcp__subcmd__list"
+                ;;
+            deerflow__subcmd__mcp,help)
+                cmd="deerflow__subcmd__mcp__subcmd__help"
+                ;;
+            deerflow__subcmd__mcp,list)
+                cmd="deerflow__subcmd__mcp__subcmd__list"
+                ;;
+            deerflow__subcmd__mcp__subcmd__help,help)
+                cmd="deerflow__subcmd__mcp__subcmd__help__subcmd__help"
+                ;;
+            deerflow__subcmd__mcp__subcmd__help,list)
+                cmd="deerflow__subcmd__mcp__subcmd__help__subcmd__list"
+                ;;
             *)
                 ;;
         esac
@@ -89,7 +110,7 @@ _deerflow() {
 
     case "${cmd}" in
         deerflow)
-            opts="-c -h -V --config --help --version run agents config schema completions man help"
+            opts="-c -h -V --config --help --version run agents config schema completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -277,7 +298,7 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__help)
-            opts="run agents config schema completions man help"
+            opts="run agents config schema completions man mcp help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -388,6 +409,34 @@ _deerflow() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        deerflow__subcmd__help__subcmd__mcp)
+            opts="list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        deerflow__subcmd__help__subcmd__mcp__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         deerflow__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -438,8 +487,98 @@ _deerflow() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        deerflow__subcmd__mcp)
+            opts="-c -h --config --help list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        deerflow__subcmd__mcp__subcmd__help)
+            opts="list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        deerflow__subcmd__mcp__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        deerflow__subcmd__mcp__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        deerflow__subcmd__mcp__subcmd__list)
+            opts="-c -h --json --mcp-config --config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --mcp-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         deerflow__subcmd__run)
-            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --skills --output-last-message --output-schema --record --set --quiet --color --config --help"
+            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --skills --output-last-message --output-schema --record --set --quiet --mcp-config --color --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -518,6 +657,10 @@ _deerflow() {
                     return 0
                     ;;
                 --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mcp-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

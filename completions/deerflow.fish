@@ -33,6 +33,7 @@ complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "config" -d 'Valid
 complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "schema" -d 'Print the JSON Schema of the event stream'
 complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "mcp" -d 'MCP tool servers: start each configured server, list its tools, stop it'
 complete -c deerflow -n "__fish_deerflow_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s p -l prompt -d 'The task (instead of the positional PROMPT)' -r
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l prompt-file -d 'Read the task from a file' -r -F
@@ -49,6 +50,7 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s o -l output-la
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l output-schema -d 'A JSON Schema (draft 2020-12) the final answer must satisfy; an answer that does not is sent back to the model up to 2 times' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l record -d 'Write every model response of this run to a replay cassette' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l set -d 'Override a config key by dotted path (subagents.timeout_seconds=60, models[0].model=x); an empty VALUE or null restores the default; repeatable' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object (Claude Code\'s .mcp.json); repeatable, later files win per server name' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l color -d 'Colour on stderr (NO_COLOR is honoured)' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -81,12 +83,24 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand completions" -s c -l c
 complete -c deerflow -n "__fish_deerflow_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c deerflow -n "__fish_deerflow_using_subcommand man" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand man" -s h -l help -d 'Print help'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "run" -d 'Run one task to completion (the main job)'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "agents" -d 'List the sub-agent types the config yields, with effective settings'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "config" -d 'Validate the config, or print the merged config (secrets redacted)'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "schema" -d 'Print the JSON Schema of the event stream'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "completions" -d 'Print a shell completion script'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "man" -d 'Print the man page (roff)'
-complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and not __fish_seen_subcommand_from list help" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and not __fish_seen_subcommand_from list help" -s h -l help -d 'Print help'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and not __fish_seen_subcommand_from list help" -f -a "list" -d 'Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and not __fish_seen_subcommand_from list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from list" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object; repeatable' -r -F
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from list" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from list" -l json -d 'Print JSON (with each tool\'s input schema) instead of text'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from help" -f -a "list" -d 'Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise'
+complete -c deerflow -n "__fish_deerflow_using_subcommand mcp; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "run" -d 'Run one task to completion (the main job)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "agents" -d 'List the sub-agent types the config yields, with effective settings'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "config" -d 'Validate the config, or print the merged config (secrets redacted)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "schema" -d 'Print the JSON Schema of the event stream'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "completions" -d 'Print a shell completion script'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "man" -d 'Print the man page (roff)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "mcp" -d 'MCP tool servers: start each configured server, list its tools, stop it'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and not __fish_seen_subcommand_from run agents config schema completions man mcp help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c deerflow -n "__fish_deerflow_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "check" -d 'Validate the config: exit 0, or 78 listing every problem'
 complete -c deerflow -n "__fish_deerflow_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "show" -d 'Print the merged config with secrets redacted'
+complete -c deerflow -n "__fish_deerflow_using_subcommand help; and __fish_seen_subcommand_from mcp" -f -a "list" -d 'Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise'

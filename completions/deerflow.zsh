@@ -51,6 +51,7 @@ _arguments "${_arguments_options[@]}" : \
 '--output-schema=[A JSON Schema (draft 2020-12) the final answer must satisfy; an answer that does not is sent back to the model up to 2 times]:FILE:_files' \
 '--record=[Write every model response of this run to a replay cassette]:FILE:_files' \
 '*--set=[Override a config key by dotted path (subagents.timeout_seconds=60, models\[0\].model=x); an empty VALUE or null restores the default; repeatable]:KEY=VALUE:_default' \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object (Claude Code'\''s .mcp.json); repeatable, later files win per server name]:FILE:_files' \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
@@ -164,6 +165,60 @@ _arguments "${_arguments_options[@]}" : \
 '--help[Print help]' \
 && ret=0
 ;;
+(mcp)
+_arguments "${_arguments_options[@]}" : \
+'-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
+'--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
+'-h[Print help]' \
+'--help[Print help]' \
+":: :_deerflow__subcmd__mcp_commands" \
+"*::: :->mcp" \
+&& ret=0
+
+    case $state in
+    (mcp)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:deerflow-mcp-command-$line[1]:"
+        case $line[1] in
+            (list)
+_arguments "${_arguments_options[@]}" : \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object; repeatable]:FILE:_files' \
+'-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
+'--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
+'--json[Print JSON (with each tool'\''s input schema) instead of text]' \
+'-h[Print help]' \
+'--help[Print help]' \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+":: :_deerflow__subcmd__mcp__subcmd__help_commands" \
+"*::: :->help" \
+&& ret=0
+
+    case $state in
+    (help)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:deerflow-mcp-help-command-$line[1]:"
+        case $line[1] in
+            (list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+(help)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
+        esac
+    ;;
+esac
+;;
 (help)
 _arguments "${_arguments_options[@]}" : \
 ":: :_deerflow__subcmd__help_commands" \
@@ -220,6 +275,26 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
+(mcp)
+_arguments "${_arguments_options[@]}" : \
+":: :_deerflow__subcmd__help__subcmd__mcp_commands" \
+"*::: :->mcp" \
+&& ret=0
+
+    case $state in
+    (mcp)
+        words=($line[1] "${words[@]}")
+        (( CURRENT += 1 ))
+        curcontext="${curcontext%:*:*}:deerflow-help-mcp-command-$line[1]:"
+        case $line[1] in
+            (list)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
+        esac
+    ;;
+esac
+;;
 (help)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -242,6 +317,7 @@ _deerflow_commands() {
 'schema:Print the JSON Schema of the event stream' \
 'completions:Print a shell completion script' \
 'man:Print the man page (roff)' \
+'mcp:MCP tool servers\: start each configured server, list its tools, stop it' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
     _describe -t commands 'deerflow commands' commands "$@"
@@ -308,6 +384,7 @@ _deerflow__subcmd__help_commands() {
 'schema:Print the JSON Schema of the event stream' \
 'completions:Print a shell completion script' \
 'man:Print the man page (roff)' \
+'mcp:MCP tool servers\: start each configured server, list its tools, stop it' \
 'help:Print this message or the help of the given subcommand(s)' \
     )
     _describe -t commands 'deerflow help commands' commands "$@"
@@ -350,6 +427,18 @@ _deerflow__subcmd__help__subcmd__man_commands() {
     local commands; commands=()
     _describe -t commands 'deerflow help man commands' commands "$@"
 }
+(( $+functions[_deerflow__subcmd__help__subcmd__mcp_commands] )) ||
+_deerflow__subcmd__help__subcmd__mcp_commands() {
+    local commands; commands=(
+'list:Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise' \
+    )
+    _describe -t commands 'deerflow help mcp commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__help__subcmd__mcp__subcmd__list_commands] )) ||
+_deerflow__subcmd__help__subcmd__mcp__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'deerflow help mcp list commands' commands "$@"
+}
 (( $+functions[_deerflow__subcmd__help__subcmd__run_commands] )) ||
 _deerflow__subcmd__help__subcmd__run_commands() {
     local commands; commands=()
@@ -364,6 +453,37 @@ _deerflow__subcmd__help__subcmd__schema_commands() {
 _deerflow__subcmd__man_commands() {
     local commands; commands=()
     _describe -t commands 'deerflow man commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__mcp_commands] )) ||
+_deerflow__subcmd__mcp_commands() {
+    local commands; commands=(
+'list:Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'deerflow mcp commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__mcp__subcmd__help_commands] )) ||
+_deerflow__subcmd__mcp__subcmd__help_commands() {
+    local commands; commands=(
+'list:Start every enabled MCP server, list its tools (or why it failed), stop them; exit 0 when all started, 1 otherwise' \
+'help:Print this message or the help of the given subcommand(s)' \
+    )
+    _describe -t commands 'deerflow mcp help commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__mcp__subcmd__help__subcmd__help_commands] )) ||
+_deerflow__subcmd__mcp__subcmd__help__subcmd__help_commands() {
+    local commands; commands=()
+    _describe -t commands 'deerflow mcp help help commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__mcp__subcmd__help__subcmd__list_commands] )) ||
+_deerflow__subcmd__mcp__subcmd__help__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'deerflow mcp help list commands' commands "$@"
+}
+(( $+functions[_deerflow__subcmd__mcp__subcmd__list_commands] )) ||
+_deerflow__subcmd__mcp__subcmd__list_commands() {
+    local commands; commands=()
+    _describe -t commands 'deerflow mcp list commands' commands "$@"
 }
 (( $+functions[_deerflow__subcmd__run_commands] )) ||
 _deerflow__subcmd__run_commands() {

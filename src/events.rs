@@ -233,6 +233,15 @@ pub enum Event {
         #[schemars(schema_with = "compaction_reason_schema")]
         reason: String,
     },
+    /// An MCP server answered `initialize` and `tools/list`, before the first model call.
+    McpServerStarted {
+        server: String,
+        /// `stdio` or `http`.
+        transport: String,
+        /// Its tools, as offered to the model.
+        tools: Vec<String>,
+        duration_ms: u64,
+    },
     /// The lead agent asked the user; the run then ends.
     ClarificationRequested {
         question: String,
@@ -308,6 +317,7 @@ impl Event {
             Event::Usage { .. } => "usage",
             Event::Warning { .. } => "warning",
             Event::ContextCompacted { .. } => "context_compacted",
+            Event::McpServerStarted { .. } => "mcp_server_started",
             Event::ClarificationRequested { .. } => "clarification_requested",
             Event::RunCompleted { .. } => "run_completed",
         }
@@ -689,6 +699,12 @@ pub(crate) fn samples() -> Vec<Envelope> {
             input_tokens_before: None,
             reason: "overflow".into(),
         }),
+        lead(Event::McpServerStarted {
+            server: "fs".into(),
+            transport: "stdio".into(),
+            tools: vec!["fs_read".into()],
+            duration_ms: 40,
+        }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),
             options: vec!["a".into(), "b".into()],
@@ -870,6 +886,6 @@ mod tests {
     fn samples_cover_every_event_type() {
         let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
         names.dedup();
-        assert_eq!(names.len(), 16, "{names:?}");
+        assert_eq!(names.len(), 17, "{names:?}");
     }
 }

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod events;
 pub mod logging;
+pub mod mcp;
 pub mod model;
 pub mod outcome;
 pub mod run;

@@ -18,6 +18,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         sets: Vec::new(),
         cwd,
         providers: crate::model::registry::providers(),
+        mcp_configs: Vec::new(),
     }) {
         Ok(l) => l,
         Err(e) => return config_error(&e),

@@ -49,6 +49,25 @@ pub enum Command {
     },
     /// Print the man page (roff)
     Man,
+    /// MCP tool servers: start each configured server, list its tools, stop it
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Start every enabled MCP server, list its tools (or why it failed), stop them;
+    /// exit 0 when all started, 1 otherwise
+    List {
+        /// Print JSON (with each tool's input schema) instead of text
+        #[arg(long)]
+        json: bool,
+        /// MCP servers from a JSON file with an `mcpServers` object; repeatable
+        #[arg(long = "mcp-config", value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,6 +181,11 @@ pub struct RunArgs {
     /// No progress display on stderr
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// MCP servers from a JSON file with an `mcpServers` object (Claude Code's .mcp.json);
+    /// repeatable, later files win per server name
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 
     /// Colour on stderr (NO_COLOR is honoured)
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]

@@ -17,6 +17,7 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         sets: Vec::new(),
         cwd,
         providers: crate::model::registry::providers(),
+        mcp_configs: Vec::new(),
     };
     if let ConfigAction::Check { json } = action {
         return check(&opts, json);

@@ -6,6 +6,7 @@ pub mod args;
 mod config_cmd;
 mod docs;
 pub mod error;
+mod mcp_cmd;
 mod run;
 
 use clap::error::ErrorKind;
@@ -31,6 +32,9 @@ pub async fn main() -> i32 {
         ),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
+        Command::Mcp {
+            action: args::McpAction::List { json, mcp_config },
+        } => mcp_cmd::list(cli.config, mcp_config, json).await,
     }
 }
 
@@ -124,7 +128,25 @@ pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
         .into_iter()
         .chain(crate::tools::registry::LEAD_ONLY_TOOLS)
         .collect();
-    crate::subagent::registry::custom_agent_tool_warnings(&cfg.subagents, &known)
+    // MCP tools are known only once their servers run: a name that may be one is not
+    // called unknown (`SERVER_…` for a prefixed server, any name beside an unprefixed one).
+    let servers: Vec<(&String, &crate::config::McpServerEntry)> =
+        cfg.mcp_servers.iter().filter(|(_, e)| e.enabled).collect();
+    let maybe_mcp = |tool: &str| {
+        servers.iter().any(|(name, e)| {
+            !e.tool_name_prefix
+                || tool
+                    .strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.starts_with('_'))
+        })
+    };
+    let mut subagents = cfg.subagents.clone();
+    for agent in subagents.custom_agents.values_mut() {
+        if let Some(tools) = &mut agent.tools {
+            tools.retain(|t| !maybe_mcp(t));
+        }
+    }
+    crate::subagent::registry::custom_agent_tool_warnings(&subagents, &known)
 }
 
 /// One line on stderr, exit 78.

@@ -46,6 +46,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         sets: args.set.clone(),
         cwd: cwd.clone(),
         providers: registry::providers(),
+        mcp_configs: args.mcp_config.clone(),
     })?;
     let cfg = &loaded.config;
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
@@ -111,7 +112,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             use_: cfg.sandbox.use_.clone(),
             image: None,
         },
-        limits: Arc::new(sandbox_limits(cfg, allow_bash)),
+        limits: Arc::new(sandbox_limits(&loaded, allow_bash)),
         tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),
         max_turns: args.max_turns,
@@ -128,6 +129,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         skills: skill_list,
         context,
         tool_results,
+        mcp: loaded.mcp.clone(),
     })
 }
 
@@ -185,6 +187,21 @@ fn size(s: &config::ContextSize) -> Size {
         config::SizeKind::Messages => Size::Messages(s.value as usize),
         config::SizeKind::Fraction => Size::Fraction(s.value),
     }
+}
+
+/// The environment every child (bash, MCP servers) starts from: deerflow's own without the
+/// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`
+/// — nor any secret-looking name, unless `sandbox.bash_env_passthrough` lists it (§6).
+pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
+    let models = loaded
+        .config
+        .models
+        .iter()
+        .filter_map(|m| m.api_key.as_deref())
+        .filter_map(|k| config::var_name(k.trim()))
+        .map(str::to_string);
+    let sources: Vec<String> = models.chain(loaded.mcp_secrets.iter().cloned()).collect();
+    ChildEnv::from_process(&sources, &loaded.config.sandbox.bash_env_passthrough)
 }
 
 /// Everything a usage error can come from, before any configuration is read: the
@@ -351,22 +368,11 @@ fn use_color(c: ColorChoice) -> bool {
     }
 }
 
-fn sandbox_limits(cfg: &config::Config, allow_bash: bool) -> SandboxLimits {
-    let s = &cfg.sandbox;
-    // Every variable a configured key is read from, whatever its name.
-    let key_sources: Vec<String> = cfg
-        .models
-        .iter()
-        .filter_map(|m| m.api_key.as_deref())
-        .filter_map(|k| config::var_name(k.trim()))
-        .map(String::from)
-        .collect();
+fn sandbox_limits(loaded: &LoadedConfig, allow_bash: bool) -> SandboxLimits {
+    let s = &loaded.config.sandbox;
     SandboxLimits {
         allow_host_bash: allow_bash,
-        child_env: Arc::new(ChildEnv::from_process(
-            &key_sources,
-            &s.bash_env_passthrough,
-        )),
+        child_env: Arc::new(child_env(loaded)),
         bash_command_timeout_secs: s.bash_command_timeout,
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,

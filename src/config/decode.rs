@@ -30,6 +30,10 @@ pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
         cfg.loop_detection =
             decode_as(v.clone(), &top.key("loop_detection"), problems).unwrap_or_default();
     }
+    if let Some(v) = root.get("mcp_servers") {
+        cfg.mcp_servers =
+            decode_as(v.clone(), &top.key("mcp_servers"), problems).unwrap_or_default();
+    }
     if let Some(v) = root.get("token_budget") {
         cfg.token_budget =
             decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();

@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn sections_to_come_are_ignored_until_they_have_fields() {
         let (_, ignored) = strip(
-            "summarization: {enabled: true, trigger: {type: tokens, value: 5, x: 1}, keep: {type: messages, value: 2}, skill_file_read_tool_names: []}\ntool_output: {enabled: true, preview_head_chars: 10}\nmcp_servers: {}\nmodels:\n  - {name: a, context_window: 1000, supports_thinking: true, when_thinking_enabled: {}, extra_body: {}}\n",
+            "summarization: {enabled: true, trigger: {type: tokens, value: 5, x: 1}, keep: {type: messages, value: 2}, skill_file_read_tool_names: []}\ntool_output: {enabled: true, preview_head_chars: 10}\nmodels:\n  - {name: a, context_window: 1000, supports_thinking: true, when_thinking_enabled: {}, extra_body: {}}\n",
         );
         assert_eq!(
             ignored,
@@ -275,7 +275,6 @@ mod tests {
                 "summarization.trigger.x",
                 "summarization.skill_file_read_tool_names",
                 "tool_output.preview_head_chars",
-                "mcp_servers",
                 "models[0].supports_thinking",
                 "models[0].when_thinking_enabled",
                 "models[0].extra_body",

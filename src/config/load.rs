@@ -12,6 +12,7 @@ use super::error::ConfigError;
 use super::ignored::strip_ignored;
 use super::keypath::{KeyPath, Problem};
 use super::locate::line_of;
+use super::mcp::{extensions_file, read_mcp_file, resolve_mcp, McpServer};
 use super::providers::Providers;
 use super::schema::Config;
 use super::set::{apply_set, SetOverride};
@@ -28,6 +29,8 @@ pub struct LoadOptions {
     pub cwd: PathBuf,
     /// The provider table (`model::registry::providers()`): `use:` maps to its rows.
     pub providers: Providers,
+    /// `--mcp-config FILE`s, in order (later files win per server name).
+    pub mcp_configs: Vec<PathBuf>,
 }
 
 /// The effective configuration and where it came from.
@@ -44,6 +47,11 @@ pub struct LoadedConfig {
     pub warnings: Vec<String>,
     /// The table the models were mapped with and resolve against.
     pub providers: Providers,
+    /// The enabled MCP servers, their `$VAR`s expanded (contract §9).
+    pub mcp: Vec<McpServer>,
+    /// The environment variables MCP servers' `env` and `headers` were read from: no tool's
+    /// child process may inherit them (contract §6).
+    pub mcp_secrets: Vec<String>,
 }
 
 impl LoadedConfig {
@@ -89,7 +97,7 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     for set in &opts.sets {
         apply_set(&mut root, set).map_err(|m| ConfigError::Invalid { problems: vec![m] })?;
     }
-    let ignored = strip_ignored(&mut root);
+    let mut ignored = strip_ignored(&mut root);
     let mut problems = Vec::new();
     let root = expand_used_sections(root, env, &mut problems);
     let mut config = decode(&root, &mut problems);
@@ -98,13 +106,37 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     }
     let mut warnings = Vec::new();
     validate(&mut config, &mut problems, &mut warnings);
-    if !problems.is_empty() {
+    let mut mcp_problems = Vec::new();
+    let mcp_files = extensions_file(&base_dir, &opts.cwd, env)
+        .into_iter()
+        .chain(opts.mcp_configs.iter().map(|p| opts.cwd.join(p)));
+    for path in mcp_files {
+        match read_mcp_file(&path) {
+            Ok(file) => {
+                ignored.extend(file.ignored);
+                config.mcp_servers.extend(file.servers);
+            }
+            Err(p) => mcp_problems.extend(p),
+        }
+    }
+    let (mcp, mcp_secrets) = match resolve_mcp(&config.mcp_servers, env) {
+        Ok(r) => r,
+        Err(p) => {
+            mcp_problems.extend(p);
+            Default::default()
+        }
+    };
+    if !problems.is_empty() || !mcp_problems.is_empty() {
         let origin = Origin {
             text: text.as_deref(),
             source: source.as_deref(),
             sets: &opts.sets,
         };
-        let problems = problems.iter().map(|p| origin.describe(p)).collect();
+        let problems = problems
+            .iter()
+            .map(|p| origin.describe(p))
+            .chain(mcp_problems)
+            .collect();
         return Err(ConfigError::Invalid { problems });
     }
     if let Some(p) = config.skills.path.take() {
@@ -117,6 +149,8 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         ignored,
         warnings,
         providers: opts.providers.clone(),
+        mcp,
+        mcp_secrets,
     })
 }
 
@@ -237,7 +271,9 @@ fn expand_used_sections(root: Value, env: &Env, problems: &mut Vec<Problem>) -> 
     };
     for (k, v) in map.iter_mut() {
         match k.as_str() {
-            Some("models") | None => {}
+            // Model secrets expand when the model is resolved, MCP entries when their server
+            // is enabled (`mcp::resolve_mcp`): an unset variable hurts only what needs it.
+            Some("models" | "mcp_servers") | None => {}
             Some(section) => expand_tree(v, &KeyPath::root().key(section), env, problems),
         }
     }

@@ -22,6 +22,7 @@ fn opts(dir: &Path, explicit: Option<PathBuf>, sets: &[&str]) -> LoadOptions {
         sets: sets.iter().map(|s| parse_set(s).unwrap()).collect(),
         cwd: dir.to_path_buf(),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     }
 }
 

@@ -21,6 +21,7 @@ mod keypath;
 mod lenient;
 mod load;
 mod locate;
+mod mcp;
 mod models;
 mod providers;
 mod report;
@@ -32,6 +33,7 @@ pub use deerflow::provider_of;
 pub use env::{var_name, Env};
 pub use error::ConfigError;
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
+pub use mcp::{McpServer, McpTransport};
 pub use models::{
     model_choice, model_choice_with, resolve_model, resolve_model_with, ResolvedModel,
 };
@@ -39,6 +41,7 @@ pub use models::{
 pub(crate) use providers::testing;
 pub use providers::{base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
+pub use schema::McpServerEntry;
 pub use schema::{
     AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,
     SandboxConfig, SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,

@@ -15,6 +15,7 @@ fn loaded(text: &str, env: &Env) -> (tempfile::TempDir, LoadedConfig) {
         sets: Vec::new(),
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     };
     let l = load_with(&opts, env).unwrap();
     (dir, l)
@@ -27,6 +28,7 @@ fn no_config() -> LoadedConfig {
         sets: Vec::new(),
         cwd: dir.join("deerflow-no-such-dir"),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     };
     load_with(&opts, &Env::empty()).unwrap()
 }
@@ -274,6 +276,7 @@ fn set_can_pick_the_model_entry_fields() {
         sets,
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     };
     let l = load_with(&opts, &Env::empty()).unwrap();
     assert_eq!(

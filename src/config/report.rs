@@ -123,6 +123,16 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
             redact(m);
         }
     }
+    // An MCP server's env and headers carry its credentials.
+    if let Some(servers) = v.get_mut("mcp_servers").and_then(Json::as_object_mut) {
+        for server in servers.values_mut() {
+            for key in ["env", "headers"] {
+                if let Some(map) = server.get_mut(key).and_then(Json::as_object_mut) {
+                    map.values_mut().for_each(redact_value);
+                }
+            }
+        }
+    }
     if let Some(skills) = v.get_mut("skills").and_then(Json::as_object_mut) {
         skills.insert(
             "path".into(),
@@ -139,12 +149,17 @@ fn redact(model: &mut Json) {
         }
     }
     if let Some(key) = model.get_mut("api_key") {
-        let shown = match key.as_str().and_then(var_name) {
-            Some(name) => format!("${name}"),
-            None => "***".to_string(),
-        };
-        *key = Json::String(shown);
+        redact_value(key);
     }
+}
+
+/// A secret's `$VAR` name, or `***` for a literal value.
+fn redact_value(v: &mut Json) {
+    let shown = match v.as_str().and_then(var_name) {
+        Some(name) => format!("${name}"),
+        None => "***".to_string(),
+    };
+    *v = Json::String(shown);
 }
 
 /// The effective config as YAML, headed by a comment naming its source.

@@ -14,6 +14,7 @@ fn opts_for(text: &str) -> (tempfile::TempDir, LoadOptions) {
         sets: Vec::new(),
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     };
     (dir, opts)
 }
@@ -123,8 +124,79 @@ fn show_without_a_file() {
         sets: Vec::new(),
         cwd: PathBuf::from(dir.path()),
         providers: crate::config::testing::providers(),
+        mcp_configs: Vec::new(),
     };
     let loaded = load_with(&opts, &Env::empty()).unwrap();
     assert!(show_yaml(&loaded).starts_with("# no config file"));
     assert_eq!(show_json(&loaded)["models"], serde_json::json!([]));
+}
+
+#[test]
+fn mcp_sources_merge_by_name_and_show_redacts_their_secrets() {
+    let (dir, mut opts) = opts_for(
+        "mcp_servers:\n  a: {command: from-yaml, env: {TOKEN: $DF_MCP_TOK, PLAIN: literal-secret}}\n  b: {command: from-yaml}\n  c: {url: 'http://h/mcp', headers: {X-Key: literal-key}}\n",
+    );
+    fs::write(
+        dir.path().join("extensions_config.json"),
+        r#"{"mcpServers": {"b": {"command": "from-extensions"}, "d": {"command": "from-extensions"}}, "skills": {}}"#,
+    )
+    .unwrap();
+    let flag = dir.path().join("one.json");
+    fs::write(
+        &flag,
+        r#"{"mcpServers": {"d": {"command": "from-flag-1"}}}"#,
+    )
+    .unwrap();
+    let flag2 = dir.path().join("two.json");
+    fs::write(
+        &flag2,
+        r#"{"mcpServers": {"d": {"command": "from-flag-2", "enabled": false}}}"#,
+    )
+    .unwrap();
+    opts.mcp_configs = vec![flag, flag2];
+    let env = Env::from_pairs([("DF_MCP_TOK", "tok-value")]);
+    let loaded = load_with(&opts, &env).unwrap();
+    let cmd = |n: &str| {
+        loaded.config.mcp_servers[n]
+            .command
+            .clone()
+            .unwrap_or_default()
+    };
+    assert_eq!(cmd("a"), "from-yaml");
+    assert_eq!(cmd("b"), "from-extensions");
+    assert_eq!(cmd("d"), "from-flag-2");
+    let enabled: Vec<&str> = loaded.mcp.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(enabled, ["a", "b", "c"]);
+    assert_eq!(loaded.mcp_secrets, ["DF_MCP_TOK"]);
+    assert!(loaded
+        .ignored
+        .iter()
+        .any(|i| i.ends_with("extensions_config.json: skills")));
+    let json = show_json(&loaded);
+    assert_eq!(json["mcp_servers"]["a"]["env"]["TOKEN"], "$DF_MCP_TOK");
+    assert_eq!(json["mcp_servers"]["a"]["env"]["PLAIN"], "***");
+    assert_eq!(json["mcp_servers"]["c"]["headers"]["X-Key"], "***");
+    let yaml = show_yaml(&loaded);
+    assert!(
+        !yaml.contains("literal-") && !yaml.contains("tok-value"),
+        "{yaml}"
+    );
+
+    // An unset variable in an enabled server is a problem; in a disabled one it is not read.
+    let err = load_with(&opts, &Env::empty()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("mcp_servers.a.env.TOKEN: $DF_MCP_TOK is not set"),
+        "{err}"
+    );
+    let mut off = opts.clone();
+    off.sets = vec![crate::config::parse_set("mcp_servers.a.enabled=false").unwrap()];
+    assert!(load_with(&off, &Env::empty()).is_ok());
+    // $DEER_FLOW_EXTENSIONS_CONFIG_PATH names the extensions file, which must then exist.
+    let env = Env::from_pairs([
+        ("DF_MCP_TOK", "t"),
+        ("DEER_FLOW_EXTENSIONS_CONFIG_PATH", "elsewhere.json"),
+    ]);
+    let err = load_with(&opts, &env).unwrap_err();
+    assert!(err.to_string().contains("elsewhere.json"), "{err}");
 }

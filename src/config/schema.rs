@@ -28,6 +28,10 @@ pub struct Config {
     pub token_budget: TokenBudgetConfig,
     pub summarization: SummarizationConfig,
     pub tool_output: ToolOutputConfig,
+    /// MCP servers by name (contract §9), merged with the servers of the extensions file
+    /// and `--mcp-config` files after loading.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerEntry>,
 }
 
 /// One `models:` entry. String fields that may hold a `$VAR` stay raw: they are expanded
@@ -361,6 +365,65 @@ impl Default for ToolOutputConfig {
             externalize_min_chars: 12_000,
             storage_subdir: ".tool-results".to_string(),
             exempt_tools: vec!["read_file".to_string()],
+        }
+    }
+}
+
+/// One server as configured: the same keys in YAML and in an `mcpServers` JSON object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerEntry {
+    /// `stdio` or `http`; absent means stdio with `command`, http with `url`.
+    #[serde(
+        rename = "type",
+        alias = "transport",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub type_: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    pub enabled: bool,
+    pub required: bool,
+    pub tool_name_prefix: bool,
+    pub session_init_timeout: f64,
+    pub tool_call_timeout: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled_tools: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disabled_tools: Vec<String>,
+    /// DeerFlow's note on the server; shown, not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl Default for McpServerEntry {
+    fn default() -> Self {
+        Self {
+            type_: None,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            headers: BTreeMap::new(),
+            enabled: true,
+            required: false,
+            tool_name_prefix: true,
+            session_init_timeout: 60.0,
+            tool_call_timeout: 60.0,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            description: None,
         }
     }
 }

@@ -428,6 +428,7 @@ mod tests {
             sets: Vec::new(),
             cwd: dir.path().to_path_buf(),
             providers: registry::providers(),
+            mcp_configs: Vec::new(),
         };
         let loaded = load_with(&opts, &Env::empty()).unwrap();
         let limits = |name: &str| {

@@ -149,6 +149,7 @@ fn one_row_is_enough_for_a_new_provider() {
         sets: Vec::new(),
         cwd: dir.path().to_path_buf(),
         providers: registry.providers(),
+        mcp_configs: Vec::new(),
     };
     let cwd = Path::new("/");
 

@@ -32,7 +32,7 @@ const WIND_DOWN: Duration = Duration::from_millis(1300);
 const SIGNAL_STOP: Duration = Duration::from_millis(1800);
 
 /// Runs `spec` to completion and returns the process exit code.
-pub async fn execute(spec: RunSpec) -> i32 {
+pub async fn execute(mut spec: RunSpec) -> i32 {
     let run_id = new_run_id();
     crate::logging::init(&run_id[..8]);
     let started = Instant::now();
@@ -68,6 +68,8 @@ pub async fn execute(spec: RunSpec) -> i32 {
             c.stop(StopCause::Timeout);
         });
     }
+    // MCP tools join the registry before the scheduler and the lead take their tools from it.
+    let (mcp, mcp_failure) = start_mcp(&mut spec, &events, &control).await;
     let shared = Arc::new(RunShared {
         ledger: Arc::new(Ledger::new(spec.prices.clone())),
         budget: Budget::new(spec.max_tokens),
@@ -84,11 +86,24 @@ pub async fn execute(spec: RunSpec) -> i32 {
             scheduler_limits(&spec),
         )
     });
-    let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
-    let end = drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await;
+    let end = match mcp_failure {
+        // A required server is down: the run fails before the first model call.
+        Some(error) => Ok(AgentEnd::Failed(error)),
+        None if control.cancel.is_cancelled() => Ok(AgentEnd::Cancelled),
+        None => {
+            let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
+            drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await
+        }
+    };
     if let Some(s) = &scheduler {
         s.shutdown(&control).await;
     }
+    let stop = if control.cancel.is_cancelled() {
+        crate::mcp::StopTimes::HURRIED
+    } else {
+        crate::mcp::StopTimes::NORMAL
+    };
+    mcp.stop(stop).await;
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     let mut code = exit_code(status, control.cause(), &tasks);
@@ -125,6 +140,71 @@ pub async fn execute(spec: RunSpec) -> i32 {
         code = crate::outcome::EXIT_FAILED;
     }
     code
+}
+
+/// Starts the run's MCP servers (in parallel, interrupted by a stop) and registers their
+/// tools; `mcp_server_started` for each that is up, `mcp_server_failed` for each that is
+/// not. Returns the running servers and, when a required server failed, the run's error.
+async fn start_mcp(
+    spec: &mut RunSpec,
+    events: &EventSink,
+    control: &RunControl,
+) -> (crate::mcp::Running, Option<String>) {
+    if spec.mcp.is_empty() {
+        return Default::default();
+    }
+    let ctx = crate::mcp::StartContext {
+        workspace: spec.workspace.root().to_path_buf(),
+        groups: spec.workspace.processes().clone(),
+        base_env: spec.limits.child_env.clone(),
+    };
+    let mut registry = (*spec.tools).clone();
+    let (running, outcomes) = tokio::select! {
+        r = crate::mcp::start_all(&spec.mcp, &ctx, &mut registry) => r,
+        _ = control.cancel.cancelled() => {
+            // Servers still starting are dropped (their leaders die with their handles);
+            // no tool has run yet, so every live group is one of theirs.
+            spec.workspace.processes().kill_all();
+            return Default::default();
+        }
+    };
+    spec.tools = Arc::new(registry);
+    let mut failure = None;
+    for o in outcomes {
+        match o {
+            crate::mcp::Outcome::Started {
+                server,
+                transport,
+                tools,
+                duration_ms,
+            } => events.emit(Event::McpServerStarted {
+                server,
+                transport,
+                tools,
+                duration_ms,
+            }),
+            crate::mcp::Outcome::Failed {
+                server,
+                required,
+                error,
+            } => {
+                let message = format!("MCP server '{server}' failed to start: {error}");
+                if required && failure.is_none() {
+                    failure = Some(format!("required {message}"));
+                }
+                events.emit(Event::Warning {
+                    code: "mcp_server_failed".into(),
+                    message,
+                    retry: None,
+                    server: Some(server),
+                });
+            }
+        }
+    }
+    if failure.is_some() {
+        running.stop(crate::mcp::StopTimes::NORMAL).await;
+    }
+    (running, failure)
 }
 
 /// Until when the writer may drain. A run that ends normally waits for its reader however

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::agent::guards::LoopLimits;
 use crate::agent::{ContextPolicy, Progress};
+use crate::config::McpServer;
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::RecordLog;
@@ -60,4 +61,6 @@ pub struct RunSpec {
     /// Where large tool results are stored (`/mnt/tool-results`); removed with the spec,
     /// at the end of the run.
     pub tool_results: Option<tempfile::TempDir>,
+    /// Enabled MCP servers, started after `run_started` (contract §9).
+    pub mcp: Vec<McpServer>,
 }

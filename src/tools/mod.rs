@@ -68,17 +68,20 @@ impl Content {
         match self {
             Content::Text(t) => out.push_str(t),
             Content::Media(m) => {
+                // Contract §9's one line: `[image: image/png, 12345 bytes]`, `[resource: URI]`.
                 out.push('[');
                 out.push_str(&m.kind);
-                if let Some(mime) = &m.mime_type {
+                let parts: Vec<&str> = m
+                    .mime_type
+                    .iter()
+                    .map(String::as_str)
+                    .chain(Some(m.description.as_str()).filter(|d| !d.is_empty()))
+                    .collect();
+                if !parts.is_empty() {
                     out.push_str(": ");
-                    out.push_str(mime);
+                    out.push_str(&parts.join(", "));
                 }
                 out.push(']');
-                if !m.description.is_empty() {
-                    out.push(' ');
-                    out.push_str(&m.description);
-                }
             }
         }
     }
@@ -231,7 +234,7 @@ mod tests {
                 }),
             ],
         );
-        let want = "chart below\n[image: image/png] 12345 bytes\n[resource]";
+        let want = "chart below\n[image: image/png, 12345 bytes]\n[resource]";
         assert_eq!(out.text(), want);
         assert_eq!(out.into_text(), want);
         assert_eq!(ToolOutput::with_content(ToolStatus::Ok, vec![]).text(), "");

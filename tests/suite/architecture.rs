@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["usage"],
     &["events"],
     &["outcome", "schema", "tools", "ui"],
-    &["agent"],
+    &["agent", "mcp"],
     &["subagent"],
     &["run"],
     &["cli"],

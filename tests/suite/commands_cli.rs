@@ -229,6 +229,7 @@ async fn schema_covers_every_event_type() {
         "usage",
         "warning",
         "context_compacted",
+        "mcp_server_started",
         "clarification_requested",
         "run_completed",
     ]
@@ -236,7 +237,7 @@ async fn schema_covers_every_event_type() {
     .map(String::from)
     .collect();
     assert_eq!(got, want);
-    assert_eq!(branches.len(), 16);
+    assert_eq!(branches.len(), 17);
     // Every branch requires the common fields, itself or through the root's `required`
     // (which applies to every line next to `oneOf`).
     let names = |s: &Value| -> Vec<String> {

@@ -10,6 +10,7 @@ mod generated_docs;
 mod guards;
 mod hardening;
 mod harness;
+mod mcp;
 mod mock_selftest;
 mod openai_http;
 mod output_schema;

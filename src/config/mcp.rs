@@ -1,0 +1,387 @@
+//! MCP server entries (contract §9): the `mcp_servers:` section, DeerFlow's
+//! `extensions_config.json` and `--mcp-config` files, merged by server name (later sources
+//! win), checked, and resolved into what the run starts.
+//!
+//! Entries keep their raw `$VAR` strings (so `config show` never prints a value read from the
+//! environment); `resolve` expands them, for enabled servers only: a disabled entry's
+//! variables are never read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::{Mapping, Value};
+
+use super::decode::decode_as;
+use super::env::{expand, var_name, Env};
+use super::ignored::strip_ignored;
+use super::keypath::KeyPath;
+use super::schema::McpServerEntry;
+
+/// The file DeerFlow keeps its MCP servers in, beside its `config.yaml`.
+pub const EXTENSIONS_FILE: &str = "extensions_config.json";
+/// Names another extensions file (DeerFlow's variable).
+pub const EXTENSIONS_ENV: &str = "DEER_FLOW_EXTENSIONS_CONFIG_PATH";
+
+/// How deerflow talks to a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Set on top of the filtered environment (contract §6).
+        env: Vec<(String, String)>,
+        /// Relative to the workspace; `None` is the workspace.
+        cwd: Option<String>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl McpTransport {
+    /// As `mcp_server_started.transport` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpTransport::Stdio { .. } => "stdio",
+            McpTransport::Http { .. } => "http",
+        }
+    }
+}
+
+/// An enabled server, its `$VAR`s expanded: what the run starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServer {
+    pub name: String,
+    pub transport: McpTransport,
+    pub required: bool,
+    pub tool_name_prefix: bool,
+    pub session_init_timeout: f64,
+    pub tool_call_timeout: f64,
+    pub enabled_tools: Option<Vec<String>>,
+    pub disabled_tools: Vec<String>,
+}
+
+/// The enabled servers in name order, with the names of the environment variables their
+/// `env` and `headers` were read from (secrets no tool's child may inherit).
+pub fn resolve_mcp(
+    servers: &BTreeMap<String, McpServerEntry>,
+    env: &Env,
+) -> Result<(Vec<McpServer>, Vec<String>), Vec<String>> {
+    let mut out = Vec::new();
+    let mut secrets = Vec::new();
+    let mut problems = Vec::new();
+    for (name, entry) in servers.iter().filter(|(_, e)| e.enabled) {
+        match resolve_one(name, entry, env, &mut secrets) {
+            Ok(s) => out.push(s),
+            Err(mut p) => problems.append(&mut p),
+        }
+    }
+    if problems.is_empty() {
+        Ok((out, secrets))
+    } else {
+        Err(problems)
+    }
+}
+
+fn resolve_one(
+    name: &str,
+    e: &McpServerEntry,
+    env: &Env,
+    secrets: &mut Vec<String>,
+) -> Result<McpServer, Vec<String>> {
+    let at = KeyPath::root().key("mcp_servers").key(name);
+    let mut problems = Vec::new();
+    let mut get = |raw: &str, key: &KeyPath, secret: bool| -> String {
+        if secret {
+            if let Some(v) = var_name(raw) {
+                secrets.push(v.to_string());
+            }
+        }
+        expand(raw, env).unwrap_or_else(|var| {
+            problems.push(format!(
+                "{key}: ${var} is not set (set it, or disable the server with enabled: false)"
+            ));
+            String::new()
+        })
+    };
+    let kind = match (e.type_.as_deref(), &e.command, &e.url) {
+        (Some("stdio"), _, _) | (None, Some(_), _) => "stdio",
+        (Some("http" | "streamable_http" | "streamable-http" | "streamableHttp"), _, _)
+        | (None, None, Some(_)) => "http",
+        (Some("sse"), _, _) => {
+            return Err(vec![format!(
+                "{at}.type: server '{name}' uses the legacy SSE transport, which deerflow does not support; \
+                 use its streamable HTTP endpoint with type: http"
+            )])
+        }
+        (Some(other), _, _) => {
+            return Err(vec![format!(
+                "{at}.type: server '{name}': unknown transport '{other}' (expected stdio or http)"
+            )])
+        }
+        (None, None, None) => {
+            return Err(vec![format!(
+                "{at}: server '{name}' needs `command` (stdio) or `url` (http)"
+            )])
+        }
+    };
+    let transport = if kind == "stdio" {
+        let Some(command) = &e.command else {
+            return Err(vec![format!(
+                "{at}.command: server '{name}' is stdio and needs a command"
+            )]);
+        };
+        McpTransport::Stdio {
+            command: get(command, &at.key("command"), false),
+            args: e
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| get(a, &at.key("args").index(i), false))
+                .collect(),
+            env: e
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), get(v, &at.key("env").key(k), true)))
+                .collect(),
+            cwd: e.cwd.as_deref().map(|c| get(c, &at.key("cwd"), false)),
+        }
+    } else {
+        let Some(url) = &e.url else {
+            return Err(vec![format!(
+                "{at}.url: server '{name}' is http and needs a url"
+            )]);
+        };
+        McpTransport::Http {
+            url: get(url, &at.key("url"), false),
+            headers: e
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), get(v, &at.key("headers").key(k), true)))
+                .collect(),
+        }
+    };
+    for (key, v) in [
+        ("session_init_timeout", e.session_init_timeout),
+        ("tool_call_timeout", e.tool_call_timeout),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
+            problems.push(format!(
+                "{}: expected a positive number of seconds up to a year, found {v}",
+                at.key(key)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(McpServer {
+        name: name.to_string(),
+        transport,
+        required: e.required,
+        tool_name_prefix: e.tool_name_prefix,
+        session_init_timeout: e.session_init_timeout,
+        tool_call_timeout: e.tool_call_timeout,
+        enabled_tools: e.enabled_tools.clone(),
+        disabled_tools: e.disabled_tools.clone(),
+    })
+}
+
+/// A year: longer waits are typos, and `Duration::from_secs_f64` must not overflow.
+const MAX_SECONDS: f64 = 31_536_000.0;
+
+/// Servers read from one `{"mcpServers": {…}}` file.
+#[derive(Debug, Default)]
+pub struct McpFile {
+    pub servers: BTreeMap<String, McpServerEntry>,
+    /// Keys deerflow does not use, as `FILE: key.path`.
+    pub ignored: Vec<String>,
+}
+
+/// Reads a JSON (or YAML) file holding an `mcpServers` object. `Err` is one problem line.
+pub fn read_mcp_file(path: &Path) -> Result<McpFile, Vec<String>> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![format!("cannot read MCP config {shown}: {e}")])?;
+    let root: Value = serde_yaml_ng::from_str(&text).map_err(|e| {
+        vec![format!(
+            "{shown}: invalid JSON: {}",
+            e.to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        )]
+    })?;
+    let Value::Mapping(root) = root else {
+        return Err(vec![format!(
+            "{shown}: expected an object with an `mcpServers` object"
+        )]);
+    };
+    let mut file = McpFile::default();
+    let mut servers = Value::Mapping(Mapping::new());
+    for (k, v) in root {
+        match k.as_str() {
+            Some("mcpServers") => servers = v,
+            _ => file
+                .ignored
+                .push(format!("{shown}: {}", super::lenient::key_text(&k))),
+        }
+    }
+    // The YAML section's model walks the entries, so unknown entry keys are named the same way.
+    let mut wrapped = Value::Mapping(Mapping::from_iter([(Value::from("mcp_servers"), servers)]));
+    for p in strip_ignored(&mut wrapped) {
+        let p = p.strip_prefix("mcp_servers").unwrap_or(&p);
+        file.ignored.push(format!("{shown}: mcpServers{p}"));
+    }
+    let mut problems = Vec::new();
+    if let Some(v) = wrapped.get("mcp_servers") {
+        file.servers = decode_as(v.clone(), &KeyPath::root().key("mcpServers"), &mut problems)
+            .unwrap_or_default();
+    }
+    if problems.is_empty() {
+        Ok(file)
+    } else {
+        Err(problems
+            .into_iter()
+            .map(|(p, m)| format!("{shown}: {p}: {m}"))
+            .collect())
+    }
+}
+
+/// The extensions file for a config in `base_dir`: `$DEER_FLOW_EXTENSIONS_CONFIG_PATH`
+/// (which must exist), else `extensions_config.json` beside the config, if there is one.
+pub fn extensions_file(base_dir: &Path, cwd: &Path, env: &Env) -> Option<PathBuf> {
+    if let Some(p) = env.get(EXTENSIONS_ENV) {
+        return Some(cwd.join(p));
+    }
+    Some(base_dir.join(EXTENSIONS_FILE)).filter(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(yaml: &str) -> McpServerEntry {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn servers(pairs: &[(&str, &str)]) -> BTreeMap<String, McpServerEntry> {
+        pairs
+            .iter()
+            .map(|(n, y)| (n.to_string(), entry(y)))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_transport_from_the_keys() {
+        let env = Env::from_pairs([("TOK", "t0k"), ("DIR", "/srv")]);
+        let s = servers(&[
+            ("a", "{command: srv, args: [x, $DIR], env: {TOKEN: $TOK}}"),
+            ("b", "{url: 'http://h/mcp', headers: {X-Key: $TOK}, tool_name_prefix: false, required: true}"),
+            ("c", "{enabled: false, command: x, env: {K: $UNSET}}"),
+        ]);
+        let (r, secrets) = resolve_mcp(&s, &env).unwrap();
+        assert_eq!(r.len(), 2, "the disabled server is not resolved");
+        assert_eq!(
+            r[0].transport,
+            McpTransport::Stdio {
+                command: "srv".into(),
+                args: vec!["x".into(), "/srv".into()],
+                env: vec![("TOKEN".into(), "t0k".into())],
+                cwd: None
+            }
+        );
+        assert!(r[0].tool_name_prefix && !r[0].required);
+        assert_eq!(r[0].session_init_timeout, 60.0);
+        assert_eq!(r[1].transport.kind(), "http");
+        assert!(!r[1].tool_name_prefix && r[1].required);
+        assert_eq!(secrets, ["TOK", "TOK"]);
+    }
+
+    #[test]
+    fn sse_unset_vars_and_missing_command_are_problems() {
+        let env = Env::empty();
+        let p = resolve_mcp(
+            &servers(&[("legacy", "{type: sse, url: 'http://h/sse'}")]),
+            &env,
+        )
+        .unwrap_err();
+        assert!(p[0].contains("'legacy'") && p[0].contains("SSE"), "{p:?}");
+        let p = resolve_mcp(
+            &servers(&[(
+                "gh",
+                "{transport: stdio, command: npx, env: {GITHUB_TOKEN: $GH}}",
+            )]),
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            p,
+            ["mcp_servers.gh.env.GITHUB_TOKEN: $GH is not set (set it, or disable the server with enabled: false)"]
+        );
+        let p = resolve_mcp(&servers(&[("n", "{args: [x]}")]), &env).unwrap_err();
+        assert!(p[0].contains("needs `command`"), "{p:?}");
+        let p = resolve_mcp(&servers(&[("n", "{type: http, command: x}")]), &env).unwrap_err();
+        assert!(p[0].contains("needs a url"), "{p:?}");
+        let p = resolve_mcp(
+            &servers(&[("n", "{command: x, tool_call_timeout: 0}")]),
+            &env,
+        )
+        .unwrap_err();
+        assert!(p[0].contains("tool_call_timeout"), "{p:?}");
+    }
+
+    #[test]
+    fn the_deerflow_example_file_loads_as_it_is() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/deerflow/extensions_config.example.json");
+        if !path.exists() {
+            eprintln!("skipped: {} is not there", path.display());
+            return;
+        }
+        let f = read_mcp_file(&path).unwrap();
+        assert_eq!(
+            f.servers.keys().collect::<Vec<_>>(),
+            ["github", "long-running-reports", "openviking", "postgres"]
+        );
+        assert!(f.servers.values().all(|s| !s.enabled));
+        let ignored: Vec<&str> = f
+            .ignored
+            .iter()
+            .map(|s| s.rsplit(": ").next().unwrap_or(s))
+            .collect();
+        assert_eq!(
+            ignored,
+            [
+                "middlewares",
+                "mcpInterceptors",
+                "skills",
+                "mcpServers.postgres.routing",
+                "mcpServers.postgres.tools",
+                "mcpServers.long-running-reports.task_toolsets",
+            ]
+        );
+        assert!(resolve_mcp(&f.servers, &Env::empty()).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn a_claude_code_file_and_bad_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(".mcp.json");
+        std::fs::write(
+            &p,
+            r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "srv"], "env": {}}, "web": {"type": "http", "url": "https://x/mcp"}}}"#,
+        )
+        .unwrap();
+        let f = read_mcp_file(&p).unwrap();
+        assert!(f.ignored.is_empty());
+        assert_eq!(f.servers["web"].type_.as_deref(), Some("http"));
+        std::fs::write(&p, r#"{"mcpServers": {"fs": {"args": "x"}}}"#).unwrap();
+        let e = read_mcp_file(&p).unwrap_err();
+        assert!(e[0].contains("mcpServers.fs.args"), "{e:?}");
+        std::fs::write(&p, "{").unwrap();
+        assert!(read_mcp_file(&p).unwrap_err()[0].contains("invalid JSON"));
+        assert!(read_mcp_file(&dir.path().join("nope")).unwrap_err()[0].contains("cannot read"));
+    }
+}

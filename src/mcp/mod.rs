@@ -1,0 +1,213 @@
+//! MCP tool servers (contract §9), through the official SDK `rmcp`: config entries
+//! (resolved in `config`) → start-up in parallel → one `Tool` per server tool, registered in
+//! the run's `ToolRegistry` before any agent is wired → stop at the end of the run.
+
+mod child;
+mod session;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use session::{connect, Session, StartContext, StopTimes};
+pub use tool::McpTool;
+
+use crate::config::McpServer;
+use crate::tools::registry::{ToolRegistry, LEAD_ONLY_TOOLS};
+use crate::tools::Tool;
+
+/// How one server's start-up ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Started {
+        server: String,
+        transport: String,
+        /// Its tools as offered to the model.
+        tools: Vec<String>,
+        duration_ms: u64,
+    },
+    Failed {
+        server: String,
+        required: bool,
+        error: String,
+    },
+}
+
+/// The servers that are up, to be stopped when the run ends.
+#[derive(Default)]
+pub struct Running {
+    sessions: Vec<Arc<Session>>,
+}
+
+impl Running {
+    /// Stops every server at once.
+    pub async fn stop(&self, times: StopTimes) {
+        futures_util::future::join_all(self.sessions.iter().map(|s| s.stop(times))).await;
+    }
+}
+
+/// The name a server tool is offered under.
+pub fn offered_name(server: &McpServer, tool: &str) -> String {
+    if server.tool_name_prefix {
+        format!("{}_{tool}", server.name)
+    } else {
+        tool.to_string()
+    }
+}
+
+/// Whether `enabled_tools`/`disabled_tools` let the server's tool through.
+fn wanted(server: &McpServer, tool: &str) -> bool {
+    server
+        .enabled_tools
+        .as_ref()
+        .is_none_or(|allow| allow.iter().any(|t| t == tool))
+        && !server.disabled_tools.iter().any(|t| t == tool)
+}
+
+/// A started server's tools, filtered and named as offered.
+pub fn offered_tools(
+    server: &McpServer,
+    session: &Arc<Session>,
+    tools: &[rmcp::model::Tool],
+) -> Vec<McpTool> {
+    tools
+        .iter()
+        .filter(|t| wanted(server, &t.name))
+        .map(|t| {
+            McpTool::new(
+                offered_name(server, &t.name),
+                t,
+                session.clone(),
+                server.tool_call_timeout,
+            )
+        })
+        .collect()
+}
+
+/// Starts every server in parallel and registers the tools of those that started, in
+/// config order. A server whose tool name is taken (a built-in, a lead tool, an earlier
+/// server's tool) fails as a whole and is stopped.
+pub async fn start_all(
+    servers: &[McpServer],
+    ctx: &StartContext,
+    registry: &mut ToolRegistry,
+) -> (Running, Vec<Outcome>) {
+    let started = futures_util::future::join_all(servers.iter().map(|s| async move {
+        let t = Instant::now();
+        (connect(s, ctx).await, t.elapsed())
+    }))
+    .await;
+    let mut running = Running::default();
+    let mut outcomes = Vec::new();
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    for (server, (result, elapsed)) in servers.iter().zip(started) {
+        let fail = |error: String| Outcome::Failed {
+            server: server.name.clone(),
+            required: server.required,
+            error,
+        };
+        let (session, tools) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                outcomes.push(fail(e));
+                continue;
+            }
+        };
+        let tools = offered_tools(server, &session, &tools);
+        if let Some(clash) = collision(server, &tools, registry, &owners) {
+            session.stop(StopTimes::NORMAL).await;
+            outcomes.push(fail(clash));
+            continue;
+        }
+        let names: Vec<String> = tools.iter().map(|t| t.offered.clone()).collect();
+        for t in tools {
+            owners.insert(t.offered.clone(), server.name.clone());
+            // Collisions were ruled out above, so registration cannot fail here.
+            let _ = registry.register(Arc::new(t));
+        }
+        running.sessions.push(session);
+        outcomes.push(Outcome::Started {
+            server: server.name.clone(),
+            transport: server.transport.kind().to_string(),
+            tools: names,
+            duration_ms: elapsed.as_millis() as u64,
+        });
+    }
+    (running, outcomes)
+}
+
+/// The first clash of `tools` with a name already taken, described naming both sides.
+fn collision(
+    server: &McpServer,
+    tools: &[McpTool],
+    registry: &ToolRegistry,
+    owners: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for t in tools {
+        let name = t.name();
+        let other = if let Some(owner) = owners.get(name) {
+            format!("tool '{name}' of MCP server '{owner}'")
+        } else if registry.get(name).is_some() || LEAD_ONLY_TOOLS.contains(&name) {
+            format!("the built-in tool '{name}'")
+        } else if seen.contains(&name) {
+            format!("another of its tools offered as '{name}'")
+        } else {
+            seen.push(name);
+            continue;
+        };
+        return Some(format!(
+            "its tool '{}' (offered as '{name}') collides with {other}{}",
+            t.remote,
+            if server.tool_name_prefix {
+                ""
+            } else {
+                "; set tool_name_prefix: true or disable one of them"
+            }
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::McpTransport;
+
+    fn server(prefix: bool, allow: Option<&[&str]>, deny: &[&str]) -> McpServer {
+        McpServer {
+            name: "gh".into(),
+            transport: McpTransport::Http {
+                url: "http://h".into(),
+                headers: vec![],
+            },
+            required: false,
+            tool_name_prefix: prefix,
+            session_init_timeout: 60.0,
+            tool_call_timeout: 60.0,
+            enabled_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            disabled_tools: deny.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn names_are_prefixed_unless_asked_not_to() {
+        assert_eq!(
+            offered_name(&server(true, None, &[]), "search"),
+            "gh_search"
+        );
+        assert_eq!(offered_name(&server(false, None, &[]), "search"), "search");
+    }
+
+    #[test]
+    fn allow_and_deny_lists_use_the_server_s_own_names() {
+        let all = server(true, None, &[]);
+        assert!(wanted(&all, "a") && wanted(&all, "b"));
+        let some = server(true, Some(&["a", "b"]), &["b"]);
+        assert!(wanted(&some, "a"));
+        assert!(!wanted(&some, "b"), "the deny-list wins");
+        assert!(!wanted(&some, "c"));
+        assert!(!wanted(&some, "gh_a"), "offered names are not the server's");
+    }
+}

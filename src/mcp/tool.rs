@@ -1,0 +1,271 @@
+//! One server tool as a deerflow `Tool`: the call goes over the run's shared session, with
+//! `tool_call_timeout` and the caller's cancellation both sending `notifications/cancelled`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam,
+    ClientNotification, ClientRequest, RawContent, Request, ResourceContents, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::Value;
+
+use super::session::Session;
+use crate::model::{BoxFuture, ToolSpec};
+use crate::tools::{Content, Media, Tool, ToolContext, ToolOutput, ToolStatus};
+
+pub struct McpTool {
+    /// The name the model calls it by.
+    pub offered: String,
+    /// The server's own name for it.
+    pub remote: String,
+    pub description: String,
+    pub schema: Value,
+    pub session: Arc<Session>,
+    pub timeout_secs: f64,
+}
+
+impl McpTool {
+    pub fn new(
+        offered: String,
+        tool: &rmcp::model::Tool,
+        session: Arc<Session>,
+        timeout_secs: f64,
+    ) -> Self {
+        Self {
+            offered,
+            remote: tool.name.to_string(),
+            description: tool
+                .description
+                .as_deref()
+                .or(tool.title.as_deref())
+                .unwrap_or_default()
+                .to_string(),
+            schema: Value::Object((*tool.input_schema).clone()),
+            session,
+            timeout_secs,
+        }
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return ToolOutput::error(format!(
+                    "Error: the arguments must be a JSON object, not {other}"
+                ))
+            }
+        };
+        let request = ClientRequest::CallToolRequest(Request::new(CallToolRequestParams {
+            meta: None,
+            name: self.remote.clone().into(),
+            arguments,
+            task: None,
+        }));
+        let peer = self.session.peer();
+        let handle = match peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => return self.failed(&e.to_string()),
+        };
+        let mut pending = Pending {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        tokio::select! {
+            r = handle.rx => { pending.id = None; match r {
+                Ok(Ok(ServerResult::CallToolResult(result))) => output(result),
+                Ok(Ok(other)) => self.failed(&format!("unexpected answer to tools/call: {other:?}")),
+                Ok(Err(e)) => self.failed(&e.to_string()),
+                Err(_) => self.failed("the connection to the server closed"),
+            }},
+            _ = tokio::time::sleep(Duration::from_secs_f64(self.timeout_secs)) => {
+                pending.cancel("tool_call_timeout");
+                ToolOutput::error(format!(
+                    "Error: MCP tool '{}' of server '{}' timed out after {} seconds (tool_call_timeout)",
+                    self.remote,
+                    self.session.name,
+                    crate::text::secs(self.timeout_secs)
+                ))
+            }
+            _ = ctx.cancel.cancelled() => {
+                pending.cancel("the calling agent was cancelled");
+                ToolOutput::error("Error: cancelled")
+            }
+        }
+    }
+
+    fn failed(&self, why: &str) -> ToolOutput {
+        ToolOutput::error(format!(
+            "Error: MCP server '{}' could not run '{}': {why}",
+            self.session.name, self.remote
+        ))
+    }
+}
+
+/// A `tools/call` in flight: unless it was answered, the server is told it is cancelled —
+/// on timeout, on the caller's cancellation, and when the calling agent's future is
+/// dropped (an aborted task).
+struct Pending {
+    peer: rmcp::service::Peer<rmcp::service::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Pending {
+    fn cancel(&mut self, reason: &str) {
+        let Some(id) = self.id.take() else { return };
+        let note = ClientNotification::CancelledNotification(CancelledNotification {
+            params: CancelledNotificationParam {
+                request_id: id,
+                reason: Some(reason.to_string()),
+            },
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let peer = self.peer.clone();
+        // Sent in the background: a server that stopped reading must not hold the caller.
+        // Outside a runtime (never during a run) there is nothing to send it with.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { peer.send_notification(note).await });
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.cancel("the call was abandoned");
+    }
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.offered
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.offered.clone(),
+            description: self.description.clone(),
+            parameters: self.schema.clone(),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let out = self.run(args, ctx).await;
+            limit(out, ctx.limits.bash_output_max_chars)
+        })
+    }
+}
+
+/// Contract §9: text blocks joined by newlines, other blocks one line each,
+/// `structuredContent` as JSON text when no block is text, `isError` makes it an error.
+pub fn output(result: CallToolResult) -> ToolOutput {
+    let status = if result.is_error == Some(true) {
+        ToolStatus::Error
+    } else {
+        ToolStatus::Ok
+    };
+    let mut blocks: Vec<Content> = result.content.into_iter().map(|c| block(c.raw)).collect();
+    let has_text = blocks.iter().any(|b| matches!(b, Content::Text(_)));
+    if !has_text {
+        if let Some(s) = result.structured_content {
+            blocks.insert(0, Content::Text(s.to_string()));
+        }
+    }
+    ToolOutput::with_content(status, blocks)
+}
+
+fn block(c: RawContent) -> Content {
+    let media = |kind: &str, mime: Option<String>, description: String| {
+        Content::Media(Media {
+            kind: kind.into(),
+            mime_type: mime,
+            description,
+        })
+    };
+    match c {
+        RawContent::Text(t) => Content::Text(t.text),
+        RawContent::Image(i) => media("image", Some(i.mime_type), bytes(&i.data)),
+        RawContent::Audio(a) => media("audio", Some(a.mime_type), bytes(&a.data)),
+        RawContent::Resource(r) => match r.resource {
+            ResourceContents::TextResourceContents { uri, .. }
+            | ResourceContents::BlobResourceContents { uri, .. } => media("resource", None, uri),
+        },
+        RawContent::ResourceLink(r) => media("resource", None, r.uri),
+    }
+}
+
+/// The decoded size of base64 data, without decoding it.
+fn bytes(b64: &str) -> String {
+    let clean = b64.trim_end_matches('=').len();
+    format!("{} bytes", clean * 3 / 4)
+}
+
+/// §6's output limit: a result longer than the limit is cut in the middle with a marker.
+fn limit(out: ToolOutput, max: usize) -> ToolOutput {
+    let text = out.text();
+    if text.chars().count() <= max {
+        return out;
+    }
+    let cut = crate::text::cut(&text, max, crate::text::Keep::Middle).marked(0);
+    ToolOutput::with_content(out.status, vec![Content::Text(cut)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{Annotated, RawImageContent, RawTextContent};
+
+    fn text(t: &str) -> rmcp::model::Content {
+        Annotated {
+            raw: RawContent::Text(RawTextContent {
+                text: t.into(),
+                meta: None,
+            }),
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn results_map_as_the_contract_says() {
+        let image = Annotated {
+            raw: RawContent::Image(RawImageContent {
+                data: "AAAA".repeat(3),
+                mime_type: "image/png".into(),
+                meta: None,
+            }),
+            annotations: None,
+        };
+        let r = CallToolResult {
+            content: vec![text("a"), image, text("b")],
+            structured_content: Some(serde_json::json!({"x": 1})),
+            is_error: None,
+            meta: None,
+        };
+        let out = output(r);
+        assert_eq!(out.status, ToolStatus::Ok);
+        assert_eq!(out.text(), "a\n[image: image/png, 9 bytes]\nb");
+        let r = CallToolResult {
+            content: vec![],
+            structured_content: Some(serde_json::json!({"x": 1})),
+            is_error: Some(true),
+            meta: None,
+        };
+        let out = output(r);
+        assert_eq!(out.status, ToolStatus::Error);
+        assert_eq!(out.text(), r#"{"x":1}"#);
+    }
+
+    #[test]
+    fn long_results_are_cut_with_a_marker() {
+        let out = limit(ToolOutput::ok("x".repeat(100)), 10);
+        let t = out.text();
+        assert!(t.starts_with("xxxxx") && t.ends_with("xxxxx"), "{t}");
+        assert!(t.contains("90"), "{t}");
+    }
+}
