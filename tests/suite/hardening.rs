@@ -426,3 +426,84 @@ async fn config_show_redacts_credentials_inside_urls() {
         assert!(out.stdout.contains("gw.example"), "{}", out.stdout);
     }
 }
+
+/// What a run did, per agent (the lead and each task, in their own order: tasks interleave
+/// differently from run to run), without what differs between two runs (times, ids of the
+/// run, the cassette's path).
+fn story(
+    out: &super::harness::Output,
+) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
+    let mut by_agent: std::collections::BTreeMap<String, Vec<serde_json::Value>> =
+        Default::default();
+    for e in &out.events {
+        if e["type"] == "run_started" {
+            continue;
+        }
+        let mut e = e.clone();
+        let o = e.as_object_mut().unwrap();
+        for k in ["ts", "run_id", "duration_ms", "seq", "model"] {
+            o.remove(k);
+        }
+        if let Some(u) = o.get_mut("usage").and_then(|u| u.as_object_mut()) {
+            u.remove("by_model");
+        }
+        // A task's terminal event and the lead's result for it belong to the task.
+        let agent = o
+            .get("task_id")
+            .or_else(|| o.get("call_id").filter(|_| o["name"] == "task"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("lead")
+            .to_string();
+        by_agent.entry(agent).or_default().push(e);
+    }
+    by_agent
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_run_replays_the_same() {
+    let ws = workspace();
+    let task = |prompt: &str| json!({"name": "task", "arguments": {"description": "same label", "prompt": prompt, "subagent_type": "general-purpose"}});
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+            "lead": [
+                {"tool_calls": [task("one"), task("two"),
+                    {"id": "bad", "name": "read_file", "arguments": "{\"path\": broken"}]},
+                {"text": "done"}
+            ],
+            "default_task": [{"text": "the same for everyone"}]
+        }),
+    );
+    // The two tasks answer differently: one by a scripted failure through their task ids.
+    let mut script: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&c).unwrap()).unwrap();
+    script["tasks"] = json!({"call_1_2": [{"error": {"status": 503, "message": "overloaded"}}]});
+    std::fs::write(&c, script.to_string()).unwrap();
+    let rec = ws.path().join("recorded.json");
+    let model = format!("replay:{}", c.display());
+    let first = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model,
+        "--record",
+        rec.to_str().unwrap(),
+        "go",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(first.code, 3, "one task failed: {}", first.stderr);
+    let recorded = std::fs::read_to_string(&rec).unwrap();
+    assert!(
+        recorded.contains("{\\\"path\\\": broken"),
+        "broken arguments as sent: {recorded}"
+    );
+    let replayed_model = format!("replay:{}", rec.display());
+    let second = deerflow(["run", "--json", "-m", &replayed_model, "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(second.code, 3, "{}", second.stderr);
+    assert_eq!(story(&first), story(&second));
+}

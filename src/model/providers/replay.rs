@@ -1,7 +1,7 @@
 //! `replay:PATH` cassettes (contract §7): scripted responses keyed by agent and turn, so a
 //! replay is deterministic whatever the scheduling. Also the recorder behind `--record`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -66,7 +66,10 @@ pub struct ScriptedUsage {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScriptedError {
-    pub status: u16,
+    /// The HTTP status; absent for a failure without one (a dropped connection, a broken
+    /// stream), which replays as a stream error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
     pub message: String,
 }
 
@@ -86,12 +89,18 @@ impl Cassette {
         Ok(c)
     }
 
+    /// A task's script: under its task id (how `--record` keeps apart several tasks with
+    /// one description), else under its description, else the default.
     fn script_for(&self, agent: &AgentId) -> &[ScriptedResponse] {
         match agent {
             AgentId::Lead => &self.lead,
-            AgentId::Task { description, .. } => self
+            AgentId::Task {
+                description,
+                task_id,
+            } => self
                 .tasks
-                .get(description)
+                .get(task_id)
+                .or_else(|| self.tasks.get(description))
                 .map(Vec::as_slice)
                 .unwrap_or(&self.default_task),
         }
@@ -142,11 +151,17 @@ impl ReplayModel {
             )));
         };
         if let Some(e) = &r.error {
-            return Err(ModelError::Http {
-                provider: "replay".into(),
-                status: e.status,
-                message: e.message.clone(),
-                retry_after: None,
+            return Err(match e.status {
+                Some(status) => ModelError::Http {
+                    provider: "replay".into(),
+                    status,
+                    message: e.message.clone(),
+                    retry_after: None,
+                },
+                None => ModelError::Stream {
+                    provider: "replay".into(),
+                    message: e.message.clone(),
+                },
             });
         }
         Ok((to_response(r, req), r.delay_ms))
@@ -164,9 +179,14 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         .enumerate()
         .map(|(i, c)| {
             let id = c.id.clone().unwrap_or_else(|| generated_id(req, i));
-            // Arguments that are not an object are what a model sends as broken JSON: the
-            // tool answers with an error, exactly as for a provider's stream.
-            ToolCall::from_raw(id, c.name.clone(), &c.arguments.to_string())
+            // A string is the argument text as a provider sent it (`--record` writes broken
+            // JSON that way); anything else is the arguments themselves. Either way what is
+            // not an object makes the tool answer with an error, as for a provider's stream.
+            let raw = match &c.arguments {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            ToolCall::from_raw(id, c.name.clone(), &raw)
         })
         .collect::<Vec<_>>();
     let usage = r.usage.as_ref().map(|u| {
@@ -269,18 +289,19 @@ impl ChatModel for Recorder {
             if req.purpose == CallPurpose::Summary {
                 return result;
             }
+            // Every response and every failure is a model call of the run: a replay must
+            // meet each again (cancellation is the run's doing, not the model's).
+            let failed = |status: Option<u16>, message: String| ScriptedResponse {
+                error: Some(ScriptedError { status, message }),
+                ..Default::default()
+            };
             let scripted = match &result {
                 Ok(r) => Some(from_response(r)),
                 Err(ModelError::Http {
                     status, message, ..
-                }) => Some(ScriptedResponse {
-                    error: Some(ScriptedError {
-                        status: *status,
-                        message: message.clone(),
-                    }),
-                    ..Default::default()
-                }),
-                Err(_) => None,
+                }) => Some(failed(Some(*status), message.clone())),
+                Err(ModelError::Cancelled) => None,
+                Err(e) => Some(failed(None, e.to_string())),
             };
             if let Some(s) = scripted {
                 let mut g = self.log.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -304,7 +325,11 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
             .map(|c| ScriptedCall {
                 id: Some(c.id.clone()),
                 name: c.name.clone(),
-                arguments: c.arguments.clone(),
+                // Broken arguments as they were sent, so the replay breaks the same way.
+                arguments: match &c.invalid_arguments {
+                    Some(raw) => Value::String(raw.clone()),
+                    None => c.arguments.clone(),
+                },
             })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {
@@ -318,40 +343,48 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
     }
 }
 
+/// Recorded responses with the turn each answered.
+type Turns = Vec<(usize, ScriptedResponse)>;
+
 impl RecordLog {
     /// The cassette of everything recorded: the lead's calls in turn order, each task's
-    /// under its description (the first task of a description wins when several share one).
+    /// under its description — or, when several tasks share one, each under its task id
+    /// (the lead's recorded calls carry those ids, so the replay gives them the same ones).
     pub fn cassette(&self) -> Cassette {
         let g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let mut lead: Vec<(usize, ScriptedResponse)> = Vec::new();
-        let mut tasks: HashMap<String, (String, Vec<(usize, ScriptedResponse)>)> = HashMap::new();
+        // description → task id → its calls
+        let mut tasks: BTreeMap<&str, BTreeMap<&str, Turns>> = BTreeMap::new();
         for (agent, turn, resp) in g.iter() {
             match agent {
                 AgentId::Lead => lead.push((*turn, resp.clone())),
                 AgentId::Task {
                     description,
                     task_id,
-                } => {
-                    let e = tasks
-                        .entry(description.clone())
-                        .or_insert_with(|| (task_id.clone(), Vec::new()));
-                    if &e.0 == task_id {
-                        e.1.push((*turn, resp.clone()));
-                    }
-                }
+                } => tasks
+                    .entry(description)
+                    .or_default()
+                    .entry(task_id)
+                    .or_default()
+                    .push((*turn, resp.clone())),
             }
         }
         let ordered = |mut v: Vec<(usize, ScriptedResponse)>| {
             v.sort_by_key(|(t, _)| *t);
             v.into_iter().map(|(_, r)| r).collect::<Vec<_>>()
         };
+        let mut scripts = BTreeMap::new();
+        for (description, by_id) in tasks {
+            let shared = by_id.len() > 1;
+            for (task_id, calls) in by_id {
+                let key = if shared { task_id } else { description };
+                scripts.insert(key.to_string(), ordered(calls));
+            }
+        }
         Cassette {
             version: 1,
             lead: ordered(lead),
-            tasks: tasks
-                .into_iter()
-                .map(|(d, (_, v))| (d, ordered(v)))
-                .collect(),
+            tasks: scripts,
             default_task: Vec::new(),
         }
     }
