@@ -25,8 +25,6 @@ pub async fn list(config_path: Option<PathBuf>, mcp_configs: Vec<PathBuf>, as_js
         Err(e) => return config_error(&e),
     };
     load_warnings(&loaded);
-    // Servers' stderr is logged at debug level (DEERFLOW_LOG=debug), as in a run.
-    crate::logging::init("mcp-list");
     let ctx = StartContext {
         workspace: cwd,
         groups: ProcessGroups::default(),

@@ -19,12 +19,16 @@ use crate::outcome::EXIT_OK;
 
 /// Parses the command line and runs the command; returns the exit code.
 pub async fn main() -> i32 {
+    // Every log line from here on carries the trace id and the level the environment sets,
+    // also those written while the run is being set up (contract §1).
+    let run_id = crate::run::new_run_id();
+    crate::logging::init(&run_id[..8]);
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return clap_error(e),
     };
     match cli.command {
-        Command::Run(args) => run::run(*args, cli.config).await,
+        Command::Run(args) => run::run(*args, cli.config, run_id).await,
         Command::Agents { json } => agents::agents(cli.config, json),
         Command::Config { action } => config_cmd::config(cli.config, action),
         Command::Schema => docs::print(

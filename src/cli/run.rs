@@ -29,9 +29,9 @@ use crate::workspace::child_env::ChildEnv;
 use crate::workspace::Workspace;
 
 /// Problems found before the run starts end it here: usage (2) or configuration (78).
-pub async fn run(args: RunArgs, config_path: Option<PathBuf>) -> i32 {
+pub async fn run(args: RunArgs, config_path: Option<PathBuf>, run_id: String) -> i32 {
     match prepare(args, config_path) {
-        Ok(spec) => crate::run::execute(spec).await,
+        Ok(spec) => crate::run::execute(spec, run_id).await,
         Err(e) => error::report(&e),
     }
 }

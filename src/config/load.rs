@@ -235,6 +235,40 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|_| std::io::Error::other("not valid UTF-8"))
 }
 
+/// The YAML parser gives up at this depth anyway, but only after time that grows with the
+/// square of the depth (40,000 levels: seconds); a linear scan refuses such text first.
+const MAX_DEPTH: usize = 128;
+
+/// The line where flow brackets (`[`, `{`) or indentation nest deeper than [`MAX_DEPTH`],
+/// outside quotes and comments.
+fn too_deep(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if indent > MAX_DEPTH * 8 {
+            return Some(n + 1);
+        }
+        let mut quote: Option<char> = None;
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Some(n + 1);
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 /// Parses the file into a mapping (no file, or an empty one, is an empty mapping).
 fn parse_root(text: Option<&str>, source: Option<&Path>) -> Result<Value, ConfigError> {
     let (Some(text), Some(path)) = (text, source) else {
@@ -248,6 +282,14 @@ fn parse_root(text: Option<&str>, source: Option<&Path>) -> Result<Value, Config
             .collect::<Vec<_>>()
             .join(" "),
     };
+    if let Some(line) = too_deep(text) {
+        return Err(ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: format!(
+                "nested more than {MAX_DEPTH} levels deep at line {line}; no config needs that"
+            ),
+        });
+    }
     let mut value: Value = serde_yaml_ng::from_str(text).map_err(syntax)?;
     // DeerFlow files may use `<<: *anchor` merge keys; resolve them like PyYAML does.
     value.apply_merge().map_err(syntax)?;

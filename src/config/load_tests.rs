@@ -402,6 +402,10 @@ fn zero_turns_and_non_positive_timeouts_are_config_errors() {
             "models:\n  - {name: m, use: openai, model: x, timeout: 31536001}",
             "models[0].timeout: longer than a year",
         ),
+        (
+            "models:\n  - {name: m, use: openai, model: x, price: {input_per_mtok: -1, output_per_mtok: 2}}",
+            "models[0].price.input_per_mtok: expected a price of 0 or more per million tokens, found -1",
+        ),
     ];
     for (text, want) in cases {
         let problems = load_text(text, &[], &Env::empty())

@@ -114,6 +114,23 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
         if let Some(w) = m.context_window {
             at_least_one(w, &at.key("context_window"), problems);
         }
+        if let Some(p) = &m.price {
+            let at = at.key("price");
+            let prices = [
+                ("input_per_mtok", Some(p.input_per_mtok)),
+                ("output_per_mtok", Some(p.output_per_mtok)),
+                ("input_cache_hit_per_mtok", p.input_cache_hit_per_mtok),
+            ];
+            for (key, v) in prices {
+                // A negative price would make costs go down as tokens are spent.
+                if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    problems.push((
+                        at.key(key),
+                        format!("expected a price of 0 or more per million tokens, found {v}"),
+                    ));
+                }
+            }
+        }
     }
 }
 

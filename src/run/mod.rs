@@ -32,9 +32,8 @@ const WIND_DOWN: Duration = Duration::from_millis(1300);
 const SIGNAL_STOP: Duration = Duration::from_millis(1800);
 
 /// Runs `spec` to completion and returns the process exit code.
-pub async fn execute(mut spec: RunSpec) -> i32 {
-    let run_id = new_run_id();
-    crate::logging::init(&run_id[..8]);
+/// `run_id` is the id the process's logs already carry the trace of (`new_run_id`).
+pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let started = Instant::now();
     let control = Arc::new(RunControl::new(spec.timeout_seconds));
     let stdout_closed = Arc::new(AtomicBool::new(false));
@@ -472,7 +471,7 @@ fn finish_outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>
 }
 
 /// A random UUID (v4 layout); its first 8 hex digits are the trace id.
-fn new_run_id() -> String {
+pub fn new_run_id() -> String {
     let hex: String = (0..32)
         .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0'))
         .collect();

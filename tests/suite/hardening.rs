@@ -507,3 +507,58 @@ async fn a_recorded_run_replays_the_same() {
     assert_eq!(second.code, 3, "{}", second.stderr);
     assert_eq!(story(&first), story(&second));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deeply_nested_config_is_refused_at_once() {
+    let ws = workspace();
+    let cfg = ws.path().join("deep.yaml");
+    let depth = 40_000;
+    std::fs::write(
+        &cfg,
+        format!("models: {}{}", "[".repeat(depth), "]".repeat(depth)),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("nested more than 128 levels"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        started.elapsed().as_secs() < 2,
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn debug_logs_carry_the_trace_id() {
+    let ws = workspace();
+    let servers = ws.path().join("mcp.json");
+    std::fs::write(
+        &servers,
+        r#"{"mcpServers": {"noisy": {"command": "sh", "args": ["-c", "echo from-the-server >&2; sleep 5"], "session_init_timeout": 1}}}"#,
+    )
+    .unwrap();
+    let out = deerflow(["mcp", "list", "--mcp-config", servers.to_str().unwrap()])
+        .cwd(ws.path())
+        .env("DEERFLOW_LOG", "debug")
+        .text()
+        .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let logged: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("from-the-server"))
+        .collect();
+    assert!(!logged.is_empty(), "{}", out.stderr);
+    for l in logged {
+        assert!(l.starts_with("[trace="), "{l}");
+        assert!(l.contains(" DEBUG "), "{l}");
+    }
+}
