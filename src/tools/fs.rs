@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args::{lenient, spec, with_args, Count};
+use super::read_range::{read_range, Excerpt};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::text::{cut, Keep};
@@ -154,17 +155,6 @@ pub(crate) fn decode_text(bytes: Vec<u8>) -> Option<String> {
 
 /// What a directory gets from the reading tools.
 const READ_DIR_HINT: &str = " (use ls to list it)";
-
-/// Reads a text file beneath its root, with the error messages the model sees.
-async fn read_text(ctx: &ToolContext, t: &Target) -> Result<String, ToolOutput> {
-    let shown = ctx.workspace.display_path(&t.abs);
-    let t = t.clone();
-    blocking(move || {
-        let mut file = open_regular(&t, &shown, OpenMode::Read, READ_DIR_HINT)?;
-        read_open(&mut file, &shown)
-    })
-    .await
-}
 
 /// `write_file`'s open step: creates the parent directories and writes (or appends) beneath
 /// the target's root. The caller holds the path's write lock.
@@ -386,44 +376,37 @@ async fn read_file(args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, 
     let target = resolve_target(ctx, &args.path, Access::Read)?;
     let start = args.start_line.map(|c| c.0);
     let end = args.end_line.map(|c| c.0);
-    let text = read_text(ctx, &target).await?;
-    let body = if start.is_none() && end.is_none() {
-        text
-    } else {
-        select_lines(&text, start, end).map_err(ToolOutput::error)?
-    };
-    if body.is_empty() {
-        return Ok(ToolOutput::ok("(empty file)"));
-    }
-    Ok(ToolOutput::ok(
-        cut(&body, ctx.limits.read_file_output_max_chars, Keep::Head).marked(0),
-    ))
+    read_target(ctx, &target, start, end).await
 }
 
-/// The lines `start..=end` (1-based), or why the range is bad. `end` past the file is clamped.
-fn select_lines(text: &str, start: Option<u64>, end: Option<u64>) -> Result<String, String> {
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let count = lines.len() as u64;
-    let start = start.unwrap_or(1);
-    let end = end.unwrap_or(count.max(start));
-    if start == 0 || end == 0 {
-        return Err(
-            "Error: line numbers are 1-based; start_line and end_line must be at least 1".into(),
-        );
+/// Reads lines `start..=end` of a resolved target, opened beneath its root.
+async fn read_target(
+    ctx: &ToolContext,
+    target: &Target,
+    start: Option<u64>,
+    end: Option<u64>,
+) -> Result<ToolOutput, ToolOutput> {
+    let target = target.clone();
+    let max = ctx.limits.read_file_output_max_chars;
+    let shown = ctx.workspace.display_path(&target.abs);
+    let excerpt = blocking(move || {
+        let file = open_regular(&target, &shown, OpenMode::Read, READ_DIR_HINT)?;
+        read_range(file, start, end, max, BINARY_SNIFF_BYTES)
+            .map_err(|e| ToolOutput::error(format!("Error: cannot read {shown}: {e}")))
+            .map(|x| (x, shown))
+    })
+    .await?;
+    match excerpt {
+        (Excerpt::BadRange(message), _) => Err(ToolOutput::error(message)),
+        (Excerpt::Binary, shown) => Err(ToolOutput::error(format!(
+            "Error: {shown} is a binary file; read_file only reads text files"
+        ))),
+        (Excerpt::Text { kept, .. }, _) if kept.is_empty() => Ok(ToolOutput::ok("(empty file)")),
+        (Excerpt::Text { kept, cut: 0 }, _) => Ok(ToolOutput::ok(kept)),
+        (Excerpt::Text { kept, cut }, _) => Ok(ToolOutput::ok(format!(
+            "{kept}\n... [{cut} characters truncated] ..."
+        ))),
     }
-    if start > end {
-        return Err(format!(
-            "Error: start_line ({start}) is after end_line ({end})"
-        ));
-    }
-    if start > count {
-        return Err(format!(
-            "Error: start_line ({start}) is beyond the end of the file ({count} lines)"
-        ));
-    }
-    let end = end.min(count);
-    // Both bounds are within 1..=count here, so the slice cannot panic.
-    Ok(lines[(start - 1) as usize..end as usize].concat())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1006,7 +989,7 @@ pub(crate) mod tests {
             .await
             .unwrap_err();
         assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
-        let got = read_text(&c, &read).await.unwrap_err();
+        let got = read_target(&c, &read, None, None).await.unwrap_err();
         assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
 
         assert!(!outside.path().join("new").exists());
@@ -1032,7 +1015,7 @@ pub(crate) mod tests {
         let read = resolve_target(&c, "f.txt", Access::Read).unwrap();
         std::fs::remove_file(root.join("f.txt")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join("f.txt")).unwrap();
-        let got = read_text(&c, &read).await.unwrap_err();
+        let got = read_target(&c, &read, None, None).await.unwrap_err();
         assert_eq!(got.text(), OUTSIDE_MSG);
         let got = write_target(&c, &read, "x", true).await.unwrap_err();
         assert_eq!(got.text(), OUTSIDE_MSG);

@@ -6,6 +6,7 @@ pub mod args;
 pub mod bash;
 pub mod fs;
 pub mod lead;
+mod read_range;
 pub mod registry;
 pub mod search;
 
