@@ -14,6 +14,14 @@ pub fn stream_error(provider: &str, message: impl Into<String>) -> ModelError {
     }
 }
 
+/// A stream that broke off (see [`ModelError::Dropped`]): retried.
+pub fn dropped(provider: &str, message: impl Into<String>) -> ModelError {
+    ModelError::Dropped {
+        provider: provider.to_string(),
+        message: message.into(),
+    }
+}
+
 /// An error and its sources, `: `-joined, skipping sources already quoted by their parent
 /// (reqwest and hyper repeat themselves).
 pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
@@ -129,6 +137,10 @@ pub fn redact(err: ModelError, api_key: Option<&str>) -> ModelError {
             message: clean(message),
         },
         ModelError::Stream { provider, message } => ModelError::Stream {
+            provider,
+            message: clean(message),
+        },
+        ModelError::Dropped { provider, message } => ModelError::Dropped {
             provider,
             message: clean(message),
         },

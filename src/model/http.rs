@@ -11,7 +11,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::error_text::{
-    clip, error_body_message, error_chain, json_error_message, redact, stream_error,
+    clip, dropped, error_body_message, error_chain, json_error_message, redact, stream_error,
 };
 use super::retry::{parse_retry_after, with_retries, RetryPolicy};
 use super::sse::{self, Flow};
@@ -119,7 +119,7 @@ where
             Err(_) => Err(idle_timeout(&provider, idle)),
             Ok(None) => return None,
             Ok(Some(Ok(bytes))) => Ok(bytes),
-            Ok(Some(Err(err))) => Err(stream_error(
+            Ok(Some(Err(err))) => Err(dropped(
                 &provider,
                 format!("connection lost mid-stream: {}", error_chain(&err)),
             )),
@@ -130,10 +130,13 @@ where
 }
 
 fn idle_timeout(provider: &str, idle: Duration) -> ModelError {
-    ModelError::Timeout {
-        provider: provider.to_string(),
-        message: format!("no data for {} s (stream_idle_timeout)", fmt_secs(idle)),
-    }
+    dropped(
+        provider,
+        format!(
+            "timed out: no data for {} s (stream_idle_timeout)",
+            fmt_secs(idle)
+        ),
+    )
 }
 
 /// `120`, `0.5`: seconds as a person would write them.
@@ -433,9 +436,9 @@ mod tests {
         .await;
         assert_eq!(
             result,
-            Err(ModelError::Timeout {
+            Err(ModelError::Dropped {
                 provider: "openai".into(),
-                message: "no data for 0.05 s (stream_idle_timeout)".into()
+                message: "timed out: no data for 0.05 s (stream_idle_timeout)".into()
             })
         );
     }

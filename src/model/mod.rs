@@ -264,6 +264,12 @@ pub enum ModelError {
     },
     #[error("cannot reach {provider}: {message}")]
     Connect { provider: String, message: String },
+    /// A stream that broke off before its response was whole (the connection lost, silence
+    /// past `stream_idle_timeout`, the end before the last event, a provider's overloaded
+    /// event). Nothing of that response reached anyone yet, so it is retried like a
+    /// connection error (contract §2).
+    #[error("{provider} stream dropped: {message}")]
+    Dropped { provider: String, message: String },
     /// A request deerflow will not make: a redirect to another origin (it would carry the
     /// key and the conversation there). Never retried.
     #[error("{provider} request refused: {message}")]
@@ -285,7 +291,7 @@ impl ModelError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Http { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
-            ModelError::Connect { .. } => true,
+            ModelError::Connect { .. } | ModelError::Dropped { .. } => true,
             _ => false,
         }
     }

@@ -218,7 +218,13 @@ async fn anthropic_mid_stream_error_event_fails_the_run() {
             .usage(10, 0),
     );
     let ws = workspace();
-    let cfg = config(ws.path(), "anthropic", &server.anthropic_url(), "");
+    // Without retries, so the one overloaded stream decides (it would be retried).
+    let cfg = config(
+        ws.path(),
+        "anthropic",
+        &server.anthropic_url(),
+        ", max_retries: 0",
+    );
     let out = run(&cfg, ws.path(), "hi").json().await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     let done = out.completed();

@@ -61,7 +61,7 @@ async fn mid_stream_disconnect_fails_cleanly() {
             .disconnect_after_chunks(2),
     );
     let ws = workspace();
-    let cfg = config(ws.path(), "openai", &server.url(), "");
+    let cfg = config(ws.path(), "openai", &server.url(), ", max_retries: 0");
     let out = run(&cfg, ws.path(), "hi").json().await;
     let err = failed(&out);
     assert!(
@@ -69,6 +69,43 @@ async fn mid_stream_disconnect_fails_cleanly() {
         "{err}"
     );
     assert!(out.of_type("message").is_empty(), "a partial answer leaked");
+}
+
+/// A stream that breaks off before its response is whole is retried (nothing of it was
+/// emitted yet), like a connection error: the run completes on the next attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_stream_is_retried_before_anything_was_emitted() {
+    let server = MockServer::start().await;
+    server.push_reply(
+        Reply::text("a long answer that never finishes")
+            .usage(5, 5)
+            .disconnect_after_chunks(2),
+    );
+    server.push_reply(
+        Reply::text("stalls half way")
+            .usage(5, 5)
+            .stall_after_chunks(2),
+    );
+    server.push_reply(Reply::text("whole at last").usage(5, 5));
+    let ws = workspace();
+    let cfg = config(
+        ws.path(),
+        "openai",
+        &server.url(),
+        ", stream_idle_timeout: 1",
+    );
+    let out = run(&cfg, ws.path(), "hi").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "whole at last");
+    let retries: Vec<&Value> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "model_retry")
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0]["status"].is_null());
+    assert_eq!(out.of_type("message").len(), 1, "no partial answer leaked");
+    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -80,7 +117,7 @@ async fn mid_stream_reset_fails_cleanly() {
             .reset_after_chunks(2),
     );
     let ws = workspace();
-    let cfg = config(ws.path(), "openai", &server.url(), "");
+    let cfg = config(ws.path(), "openai", &server.url(), ", max_retries: 0");
     let out = run(&cfg, ws.path(), "hi").json().await;
     let err = failed(&out);
     let lower = err.to_lowercase();
@@ -100,7 +137,12 @@ async fn anthropic_mid_stream_disconnect_fails_cleanly() {
             .disconnect_after_chunks(3),
     );
     let ws = workspace();
-    let cfg = config(ws.path(), "anthropic", &server.anthropic_url(), "");
+    let cfg = config(
+        ws.path(),
+        "anthropic",
+        &server.anthropic_url(),
+        ", max_retries: 0",
+    );
     let out = run(&cfg, ws.path(), "hi").json().await;
     let err = failed(&out);
     assert!(
@@ -122,7 +164,7 @@ async fn stalled_stream_hits_the_idle_timeout() {
         ws.path(),
         "openai",
         &server.url(),
-        ", stream_idle_timeout: 1",
+        ", stream_idle_timeout: 1, max_retries: 0",
     );
     let start = Instant::now();
     let out = run(&cfg, ws.path(), "hi").json().await;

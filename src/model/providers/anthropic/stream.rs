@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
 use crate::model::count;
-use crate::model::error_text::{clip, json_error_message, stream_error};
+use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
@@ -85,7 +85,7 @@ impl Assembler for AnthropicAssembler {
 
     fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError> {
         if ended == Flow::Continue {
-            return Err(stream_error(
+            return Err(dropped(
                 PROVIDER,
                 "stream ended before the response was complete",
             ));
@@ -169,6 +169,11 @@ impl AnthropicAssembler {
             "message_stop" => return Ok(Flow::Done),
             "error" => {
                 let message = json_error_message(value).unwrap_or_else(|| value.to_string());
+                // An overloaded or internal error is the server's trouble, not the request's.
+                let kind = value["error"]["type"].as_str().unwrap_or_default();
+                if matches!(kind, "overloaded_error" | "api_error") {
+                    return Err(dropped(PROVIDER, message));
+                }
                 return Err(stream_error(PROVIDER, message));
             }
             // ping, content_block_stop and event types added later need nothing.
@@ -437,13 +442,19 @@ mod tests {
             "{}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n",
             &TWO_TOOLS[..cut]
         );
+        // Overloaded is the server's trouble: a dropped stream, retried.
         assert_eq!(
             parse(&text).await,
-            Err(ModelError::Stream {
+            Err(ModelError::Dropped {
                 provider: "anthropic".into(),
                 message: "Overloaded".into()
             })
         );
+        let invalid = text.replace("overloaded_error", "invalid_request_error");
+        assert!(matches!(
+            parse(&invalid).await,
+            Err(ModelError::Stream { .. })
+        ));
     }
 
     #[tokio::test]
@@ -465,7 +476,7 @@ mod tests {
         let cut = TWO_TOOLS.find("event: message_stop").unwrap();
         assert_eq!(
             parse(&TWO_TOOLS[..cut]).await,
-            Err(ModelError::Stream {
+            Err(ModelError::Dropped {
                 provider: "anthropic".into(),
                 message: "stream ended before the response was complete".into()
             })

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::PROVIDER;
 use crate::model::count;
-use crate::model::error_text::{clip, json_error_message, stream_error};
+use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
@@ -124,7 +124,7 @@ impl Assembler for OpenAiAssembler {
     fn finish(self, ended: Flow) -> Result<ModelResponse, ModelError> {
         // Some servers close without `[DONE]`; a finish_reason shows the answer is whole.
         if ended == Flow::Continue && self.finish_reason.is_none() {
-            return Err(stream_error(
+            return Err(dropped(
                 PROVIDER,
                 "stream ended before the response was complete",
             ));
@@ -583,7 +583,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             parse(&USAGE[..cut]).await,
-            Err(ModelError::Stream {
+            Err(ModelError::Dropped {
                 provider: "openai".into(),
                 message: "stream ended before the response was complete".into()
             })
