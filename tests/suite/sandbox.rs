@@ -252,3 +252,41 @@ async fn confined_still_needs_allow_bash_and_a_bwrap_on_path() {
     assert!(r[0].starts_with("Error: unknown tool 'bash'"), "{r:?}");
     assert!(!r[0].contains("ran"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_and_config_show_name_the_sandbox() {
+    let ws = workspace();
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(&cfg, "sandbox: {use: confined, network: true}\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    let out = deerflow(["agents", "--json", "-c", c]).text().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let list: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        list[0]["sandbox"],
+        json!({"use": "confined", "image": null})
+    );
+    let table = deerflow(["agents", "-c", c]).text().await;
+    let header = table.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(header.trim_end().ends_with("SANDBOX"), "{}", table.stdout);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("general-purpose"))
+        .unwrap_or_default();
+    assert!(row.trim_end().ends_with("confined"), "{}", table.stdout);
+    let shown = deerflow(["config", "show", "--json", "-c", c]).text().await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let v: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(v["sandbox"]["use"], "confined");
+    assert_eq!(v["sandbox"]["network"], true);
+    // DeerFlow's local provider class is shown as what it means.
+    std::fs::write(
+        &cfg,
+        "sandbox: {use: deerflow.sandbox.local:LocalSandboxProvider}\n",
+    )
+    .unwrap();
+    let list = deerflow(["agents", "--json", "-c", c]).text().await;
+    let list: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(list[0]["sandbox"]["use"], "local");
+}

@@ -156,6 +156,101 @@ mod tests {
         assert!(!text(&s.args(Path::new("/w"), None, "x")).contains("--remount-ro"));
     }
 
+    fn process_with(marker: &str) -> bool {
+        std::fs::read_dir("/proc").is_ok_and(|dir| {
+            dir.filter_map(Result::ok).any(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+            })
+        })
+    }
+
+    async fn gone_within(marker: &str, secs: u64) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            if !process_with(marker) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        !process_with(marker)
+    }
+
+    /// The real bwrap, when this machine has one that can make the namespaces.
+    fn real() -> Option<ConfinedSandbox> {
+        let bwrap = find_bwrap(std::env::var_os("PATH").as_deref())?;
+        let probe = std::process::Command::new(&bwrap)
+            .args([
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-pid",
+                "--unshare-net",
+                "true",
+            ])
+            .status();
+        if !probe.is_ok_and(|s| s.success()) {
+            eprintln!("notice: bwrap cannot run here; confined sandbox unit test skipped");
+            return None;
+        }
+        Some(ConfinedSandbox::new(bwrap, false, None))
+    }
+
+    #[tokio::test]
+    async fn timeout_and_cancellation_kill_everything_inside() {
+        use super::super::{ExecEnd, ExecRequest};
+        use crate::workspace::child_env::ChildEnv;
+        use crate::workspace::process::ProcessGroups;
+        use tokio_util::sync::CancellationToken;
+        let Some(sandbox) = real() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let env = ChildEnv::from_process(&[], &[]);
+        let groups = ProcessGroups::default();
+        let cancel = CancellationToken::new();
+        let req = |command, timeout| ExecRequest {
+            command,
+            cwd: dir.path(),
+            skills: None,
+            env: &env,
+            timeout,
+            output_max_chars: 1000,
+            cancel: &cancel,
+            processes: &groups,
+        };
+        let secs = std::time::Duration::from_secs;
+        let out = sandbox
+            .exec(req("echo up; setsid sleep 827364 & sleep 827365", secs(1)))
+            .await
+            .unwrap();
+        assert!(matches!(out.end, ExecEnd::TimedOut), "{out:?}");
+        assert_eq!(out.stdout, "up\n");
+        assert!(
+            gone_within("sleep 827364", 3).await,
+            "daemon survived a timeout"
+        );
+        assert!(gone_within("sleep 827365", 3).await);
+        assert!(groups.live().is_empty());
+
+        let canceller = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            canceller.cancel();
+        });
+        let out = sandbox
+            .exec(req("setsid sleep 827366 & sleep 827367", secs(60)))
+            .await
+            .unwrap();
+        assert!(matches!(out.end, ExecEnd::Cancelled), "{out:?}");
+        assert!(
+            gone_within("sleep 827366", 3).await,
+            "daemon survived cancellation"
+        );
+        assert!(gone_within("sleep 827367", 3).await);
+    }
+
     #[test]
     fn bwrap_is_found_on_path_only_as_an_executable() {
         use std::os::unix::fs::PermissionsExt;
