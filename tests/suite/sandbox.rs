@@ -290,3 +290,71 @@ async fn agents_and_config_show_name_the_sandbox() {
     let list: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(list[0]["sandbox"]["use"], "local");
 }
+
+/// A bash sub-agent's confined command, with a `setsid` daemon, stopped by SIGTERM: the
+/// sub-agent ran in the same sandbox (its write to $HOME failed) and nothing survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_ends_a_sub_agents_confined_command_and_its_daemon() {
+    if !bwrap_works() {
+        return;
+    }
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    let marker = format!("4144{}", fastrand::u32(10_000..99_999));
+    let command = format!(
+        "echo x > \"$HOME/sub-planted\"; setsid sleep {marker}1 </dev/null >/dev/null 2>&1 & sleep {marker}2"
+    );
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": [{"name": "task", "arguments": {"description": "sleeper", "prompt": "sleep", "subagent_type": "bash"}}]},
+                 {"text": "never"}],
+        "tasks": {"sleeper": [{"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}, {"text": "woke"}]}}),
+    );
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "models:\n  - {{name: demo, use: replay, cassette: {}}}\nsandbox: {{use: confined}}\n",
+            c.display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "--allow-bash",
+        "-c",
+        cfg.to_str().unwrap(),
+        "go",
+    ])
+    .cwd(ws.path())
+    .env("HOME", home.path().to_str().unwrap())
+    .command();
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("spawn deerflow");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(process_with(&format!("sleep {marker}1")) && process_with(&format!("sleep {marker}2")))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the confined sleeps never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("running") as i32;
+    // SAFETY: kill only sends a signal to the child this test spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("deerflow did not stop")
+        .unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        gone_within(&format!("sleep {marker}1"), 3),
+        "the daemon survived"
+    );
+    assert!(gone_within(&format!("sleep {marker}2"), 3));
+    assert!(!home.path().join("sub-planted").exists());
+}
