@@ -358,3 +358,28 @@ async fn sigterm_ends_a_sub_agents_confined_command_and_its_daemon() {
     assert!(gone_within(&format!("sleep {marker}2"), 3));
     assert!(!home.path().join("sub-planted").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_reports_a_missing_bwrap() {
+    let ws = workspace();
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(&cfg, "sandbox: {use: confined}\n").unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let out = deerflow(["config", "check", "--json", "-c", cfg.to_str().unwrap()])
+        .env("PATH", empty.path().to_str().unwrap())
+        .text()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("install the bubblewrap package"),
+        "{problems}"
+    );
+    if bwrap_works() {
+        let out = deerflow(["config", "check", "-c", cfg.to_str().unwrap()])
+            .text()
+            .await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+}
