@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
-use super::{host, ExecFuture, ExecRequest, Sandbox};
+use super::{host, ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox};
 
 /// The system package that provides `bwrap`, named in the error when it is missing.
 pub const BWRAP_PACKAGE: &str = "bubblewrap";
@@ -98,9 +98,22 @@ impl Sandbox for ConfinedSandbox {
         Box::pin(async move {
             let mut cmd = Command::new(&self.bwrap);
             cmd.args(self.args(req.cwd, req.skills, req.command));
-            host::run(cmd, "bwrap", &req).await
+            let out = host::run(cmd, "bwrap", &req).await?;
+            match setup_failure(&out) {
+                Some(why) => Err(format!("cannot start the confined sandbox: {why}")),
+                None => Ok(out),
+            }
         })
     }
+}
+
+/// bwrap's own error when it could not build the sandbox (no user namespaces, a mount it
+/// cannot make): it then exits 1 with a `bwrap: ` message and the command never ran, which
+/// is an error rather than a command's output (§6: unable to start).
+fn setup_failure(out: &ExecOutput) -> Option<&str> {
+    let ran = !matches!(out.end, ExecEnd::Exited(1)) || !out.stdout.is_empty();
+    let msg = out.stderr.trim();
+    (!ran && msg.starts_with("bwrap: ") && !msg.contains('\n')).then_some(msg)
 }
 
 /// `bwrap` on `path` (a `PATH`-style list), as an executable file.
@@ -249,6 +262,54 @@ mod tests {
             "daemon survived cancellation"
         );
         assert!(gone_within("sleep 827367", 3).await);
+    }
+
+    #[tokio::test]
+    async fn a_bwrap_that_cannot_build_the_sandbox_is_an_error() {
+        use super::super::ExecRequest;
+        use crate::workspace::child_env::ChildEnv;
+        use crate::workspace::process::ProcessGroups;
+        use std::os::unix::fs::PermissionsExt;
+        use tokio_util::sync::CancellationToken;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("bwrap");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (env, groups, cancel) = (
+            ChildEnv::default(),
+            ProcessGroups::default(),
+            CancellationToken::new(),
+        );
+        let req = ExecRequest {
+            command: "true",
+            cwd: dir.path(),
+            skills: None,
+            env: &env,
+            timeout: std::time::Duration::from_secs(10),
+            output_max_chars: 1000,
+            cancel: &cancel,
+            processes: &groups,
+        };
+        let got = ConfinedSandbox::new(fake, false, None).exec(req).await;
+        assert_eq!(
+            got.unwrap_err(),
+            "cannot start the confined sandbox: bwrap: No permissions to creating new namespace"
+        );
+        // A command's own failure, even one mentioning bwrap, stays its output.
+        let out = |code, stdout: &str, stderr: &str| ExecOutput {
+            end: ExecEnd::Exited(code),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            cut_chars: 0,
+        };
+        assert_eq!(setup_failure(&out(1, "", "bwrap: x\n")), Some("bwrap: x"));
+        assert_eq!(setup_failure(&out(2, "", "bwrap: x")), None);
+        assert_eq!(setup_failure(&out(1, "y", "bwrap: x")), None);
+        assert_eq!(setup_failure(&out(1, "", "make: bwrap: x")), None);
     }
 
     #[test]
