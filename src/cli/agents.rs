@@ -38,11 +38,13 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     }
     // The registry a run with this config would build.
     let tools = ToolRegistry::builtin(inputs.allow_bash);
+    // Every agent of a run shares its sandbox (§13); shown per type so the list keeps its shape.
+    let sandbox = cfg.sandbox.use_.as_str();
     if as_json {
-        let list: Vec<Value> = types.iter().map(|t| to_json(t, &tools)).collect();
+        let list: Vec<Value> = types.iter().map(|t| to_json(t, &tools, sandbox)).collect();
         return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
     }
-    print(&table(&types, &tools))
+    print(&table(&types, &tools, sandbox))
 }
 
 /// The tools a sub-agent of this type really gets, by the rule a run applies.
@@ -60,7 +62,7 @@ fn tools_text(t: &SubagentType, tools: &ToolRegistry) -> String {
     effective_tools(t, tools).join(",")
 }
 
-fn to_json(t: &SubagentType, tools: &ToolRegistry) -> Value {
+fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &str) -> Value {
     json!({
         "name": t.name,
         "source": t.source,
@@ -71,11 +73,12 @@ fn to_json(t: &SubagentType, tools: &ToolRegistry) -> Value {
         "max_turns": t.max_turns,
         "timeout_seconds": t.timeout_seconds,
         "skills": t.skills,
+        "sandbox": {"use": sandbox, "image": null},
     })
 }
 
-fn table(types: &[SubagentType], tools: &ToolRegistry) -> String {
-    let rows: Vec<[String; 7]> = types
+fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &str) -> String {
+    let rows: Vec<[String; 8]> = types
         .iter()
         .map(|t| {
             [
@@ -95,6 +98,7 @@ fn table(types: &[SubagentType], tools: &ToolRegistry) -> String {
                         }
                     })
                     .unwrap_or_else(|| "all".into()),
+                sandbox.to_string(),
             ]
         })
         .collect();
@@ -106,6 +110,7 @@ fn table(types: &[SubagentType], tools: &ToolRegistry) -> String {
         "TIMEOUT_S",
         "TOOLS",
         "SKILLS",
+        "SANDBOX",
     ]
     .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
@@ -114,7 +119,7 @@ fn table(types: &[SubagentType], tools: &ToolRegistry) -> String {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |r: &[String; 7]| {
+    let line = |r: &[String; 8]| {
         r.iter()
             .zip(widths)
             .map(|(c, w)| format!("{c:<w$}"))

@@ -42,7 +42,12 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
         Ok(mut loaded) => {
             let notes = tool_name_warnings(&loaded.config);
             loaded.warnings.extend(notes);
-            config::check_report(&loaded)
+            let mut report = config::check_report(&loaded);
+            // A sandbox this machine cannot provide fails every run, so it is a problem here.
+            if let Err(e) = super::run::sandbox_of(&loaded.config.sandbox) {
+                report.problems.extend(e.problems());
+            }
+            report
         }
         Err(e) => config::CheckReport::failed(&e),
     };

@@ -26,6 +26,9 @@ use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
+use crate::workspace::sandbox::{
+    find_bwrap, ConfinedSandbox, LocalSandbox, Sandbox, BWRAP_PACKAGE,
+};
 use crate::workspace::Workspace;
 
 /// Problems found before the run starts end it here: usage (2) or configuration (78).
@@ -50,6 +53,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     })?;
     let cfg = &loaded.config;
     let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
+    let sandbox = sandbox_of(&cfg.sandbox)?;
     let record = args
         .record
         .as_ref()
@@ -109,10 +113,10 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         color: use_color(args.color),
         workspace: Arc::new(workspace),
         sandbox: SandboxInfo {
-            use_: cfg.sandbox.use_.clone(),
-            image: None,
+            use_: sandbox.kind().to_string(),
+            image: sandbox.image().map(str::to_string),
         },
-        limits: Arc::new(sandbox_limits(&loaded, allow_bash)),
+        limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
         tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),
         max_turns: args.max_turns,
@@ -368,11 +372,34 @@ fn use_color(c: ColorChoice) -> bool {
     }
 }
 
-fn sandbox_limits(loaded: &LoadedConfig, allow_bash: bool) -> SandboxLimits {
+/// The sandbox `sandbox.use` names (already validated to one deerflow has), or a
+/// configuration error when this machine cannot provide it (§13).
+pub(super) fn sandbox_of(s: &config::SandboxConfig) -> Result<Arc<dyn Sandbox>, ConfigError> {
+    match s.use_.as_str() {
+        "confined" => {
+            let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(|| {
+                ConfigError::Sandbox(format!(
+                    "sandbox.use: confined needs bwrap on PATH; install the {BWRAP_PACKAGE} \
+                     package (e.g. apt-get install {BWRAP_PACKAGE})"
+                ))
+            })?;
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            Ok(Arc::new(ConfinedSandbox::new(bwrap, s.network, home)))
+        }
+        _ => Ok(Arc::new(LocalSandbox)),
+    }
+}
+
+fn sandbox_limits(
+    loaded: &LoadedConfig,
+    allow_bash: bool,
+    sandbox: Arc<dyn Sandbox>,
+) -> SandboxLimits {
     let s = &loaded.config.sandbox;
     SandboxLimits {
         allow_host_bash: allow_bash,
         child_env: Arc::new(child_env(loaded)),
+        sandbox,
         bash_command_timeout_secs: s.bash_command_timeout,
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,

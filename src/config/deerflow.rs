@@ -58,10 +58,12 @@ pub fn is_ollama(use_: &str) -> bool {
     use_.trim().ends_with(":ChatOllama")
 }
 
-/// DeerFlow's local sandbox provider is deerflow's only sandbox.
+/// The sandboxes deerflow has: DeerFlow's local provider is `local`; `confined` is
+/// deerflow's own (bubblewrap). Docker (DeerFlow's `AioSandboxProvider`) is not there yet.
 pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
     match use_.trim() {
         "local" | "deerflow.sandbox.local:LocalSandboxProvider" => Some("local"),
+        "confined" => Some("confined"),
         _ => None,
     }
 }
@@ -144,6 +146,8 @@ mod tests {
             normalize_sandbox("deerflow.sandbox.local:LocalSandboxProvider"),
             Some("local")
         );
+        assert_eq!(normalize_sandbox(" confined "), Some("confined"));
+        assert_eq!(normalize_sandbox("docker"), None);
         assert_eq!(
             normalize_sandbox("deerflow.community.aio_sandbox:AioSandboxProvider"),
             None

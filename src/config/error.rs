@@ -25,6 +25,9 @@ pub enum ConfigError {
     /// reports these as warnings, since they only matter when the model is used.
     #[error("config error: {0}")]
     MissingSecret(String),
+    /// The configured sandbox cannot be had on this machine (e.g. `bwrap` missing).
+    #[error("config error: {0}")]
+    Sandbox(String),
 }
 
 impl ConfigError {

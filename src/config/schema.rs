@@ -178,10 +178,12 @@ pub struct CustomAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxConfig {
-    /// Always `local` after loading (DeerFlow's local provider class is normalized).
+    /// `local` or `confined` after loading (DeerFlow's local provider class is normalized).
     #[serde(rename = "use")]
     pub use_: String,
     pub allow_host_bash: bool,
+    /// Whether confined commands may use the network (§13); off by default.
+    pub network: bool,
     pub bash_command_timeout: f64,
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
@@ -195,6 +197,7 @@ impl Default for SandboxConfig {
         Self {
             use_: "local".to_string(),
             allow_host_bash: false,
+            network: false,
             bash_command_timeout: 600.0,
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,

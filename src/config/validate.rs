@@ -194,11 +194,11 @@ fn is_agent_name(name: &str) -> bool {
 fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
     let at = KeyPath::root().key("sandbox");
     match normalize_sandbox(&cfg.sandbox.use_) {
-        Some(local) => cfg.sandbox.use_ = local.to_string(),
+        Some(name) => cfg.sandbox.use_ = name.to_string(),
         None => problems.push((
             at.key("use"),
             format!(
-                "{} is not supported; deerflow runs tools on this host: use `local` (or remove the key)",
+                "{} is not supported; deerflow runs tools on this host: use `local` or `confined` (or remove the key)",
                 cfg.sandbox.use_
             ),
         )),

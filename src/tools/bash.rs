@@ -1,32 +1,18 @@
-//! `bash`: runs a command on the host, in the workspace, in its own session.
+//! `bash`: runs a command in the workspace through the run's sandbox (contract §6, §13).
 //!
-//! The command gets a new session (so its own process group) and that whole group is killed
-//! when the command times out, is cancelled, or returns — nothing it started outlives the call.
-//! Output is captured into bounded head+tail buffers so a runaway writer cannot exhaust memory.
+//! Where and how the command runs (host session, bubblewrap) is the sandbox's business; this
+//! tool only formats what came back.
 
-use std::collections::VecDeque;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
-use tokio::task::JoinHandle;
 
 use super::args::{lenient, spec, with_args};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
-use crate::workspace::process::kill_group;
-
-/// How long output is still read after the command exits (a backgrounded child may hold the
-/// pipe open forever).
-const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
-/// How long to wait for the killed group's leader and pipes after a timeout or cancellation.
-const DRAIN_AFTER_KILL: Duration = Duration::from_secs(1);
+use crate::workspace::sandbox::{ExecEnd, ExecOutput, ExecRequest};
 
 pub const DISABLED: &str = "Error: host bash is disabled. It runs commands unconfined with the \
                             user's account; run deerflow with --allow-bash to enable it.";
@@ -72,93 +58,22 @@ impl Tool for BashTool {
     }
 }
 
-/// How the wait for the command ended.
-enum End {
-    Exited(ExitStatus),
-    TimedOut,
-    Cancelled,
-    WaitFailed(std::io::Error),
-}
-
-/// SIGKILLs the group when dropped, which covers the tool future itself being dropped.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        kill_group(self.0);
-    }
-}
-
 async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(ctx.workspace.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    ctx.limits.child_env.apply(&mut cmd);
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(), which
-    // is async-signal-safe; it touches no memory shared with the parent. A new session makes
-    // the child leader of its own process group (pgid = pid), so killpg reaches everything it
-    // starts, and a terminal Ctrl-C to our group does not hit it directly.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    let timeout_secs = ctx.limits.bash_command_timeout_secs;
+    let req = ExecRequest {
+        command,
+        cwd: ctx.workspace.root(),
+        skills: ctx.workspace.skills_root(),
+        env: &ctx.limits.child_env,
+        timeout: timeout_of(timeout_secs),
+        output_max_chars: ctx.limits.bash_output_max_chars,
+        cancel: &ctx.cancel,
+        processes: ctx.workspace.processes(),
+    };
+    match ctx.limits.sandbox.exec(req).await {
+        Ok(out) => finish(out, ctx.limits.bash_output_max_chars, timeout_secs),
+        Err(e) => ToolOutput::error(format!("Error: {e}")),
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return ToolOutput::error(format!("Error: cannot start bash: {e}")),
-    };
-    // A spawned, not-yet-awaited child always has an id; 0 would make killpg target our own
-    // group, which kill_group refuses.
-    let pgid = child.id().map_or(0, |id| id as i32);
-    let _registered = ctx.workspace.processes().register(pgid);
-    let _killer = KillOnDrop(pgid);
-    let stdout = Capture::new(ctx.limits.bash_output_max_chars);
-    let stderr = Capture::new(ctx.limits.bash_output_max_chars);
-    let mut readers = [
-        stdout.spawn_reader(child.stdout.take()),
-        stderr.spawn_reader(child.stderr.take()),
-    ];
-
-    let timeout = timeout_of(ctx.limits.bash_command_timeout_secs);
-    let end = tokio::select! {
-        r = child.wait() => r.map_or_else(End::WaitFailed, End::Exited),
-        _ = tokio::time::sleep(timeout) => End::TimedOut,
-        _ = ctx.cancel.cancelled() => End::Cancelled,
-    };
-    if !matches!(end, End::Exited(_)) {
-        kill_group(pgid);
-        // The leader got SIGKILL, so this returns at once; it reaps the zombie.
-        let _ = tokio::time::timeout(DRAIN_AFTER_KILL, child.wait()).await;
-    }
-    let drain = if matches!(end, End::Exited(_)) {
-        DRAIN_AFTER_EXIT
-    } else {
-        DRAIN_AFTER_KILL
-    };
-    let _ = tokio::time::timeout(drain, async {
-        for r in readers.iter_mut() {
-            let _ = r.await;
-        }
-    })
-    .await;
-    // Background children still running now are killed: nothing outlives the call.
-    kill_group(pgid);
-    readers.iter().for_each(JoinHandle::abort);
-    finish(
-        end,
-        &stdout,
-        &stderr,
-        ctx.limits.bash_output_max_chars,
-        ctx.limits.bash_command_timeout_secs,
-    )
 }
 
 /// A usable timeout from the configured seconds (nonsense values fall back to the default).
@@ -169,38 +84,27 @@ fn timeout_of(secs: f64) -> Duration {
         .unwrap_or(Duration::from_secs(600))
 }
 
-fn finish(
-    end: End,
-    stdout: &Capture,
-    stderr: &Capture,
-    max: usize,
-    timeout_secs: f64,
-) -> ToolOutput {
-    let (out, out_cut) = stdout.text();
-    let (err, err_cut) = stderr.text();
-    let code = match &end {
-        End::Exited(status) => exit_code(*status),
+fn finish(out: ExecOutput, max: usize, timeout_secs: f64) -> ToolOutput {
+    let code = match &out.end {
+        ExecEnd::Exited(code) => *code,
         _ => 0,
     };
-    let body = crate::text::cut(&compose(&out, &err, code), max, crate::text::Keep::Middle)
-        .marked(out_cut + err_cut);
-    match end {
-        End::Exited(_) => ToolOutput::ok(body),
-        End::TimedOut => ToolOutput::error(format!(
+    let body = crate::text::cut(
+        &compose(&out.stdout, &out.stderr, code),
+        max,
+        crate::text::Keep::Middle,
+    )
+    .marked(out.cut_chars);
+    match out.end {
+        ExecEnd::Exited(_) => ToolOutput::ok(body),
+        ExecEnd::TimedOut => ToolOutput::error(format!(
             "Error: command timed out after {timeout_secs} seconds\n{body}"
         )),
-        End::Cancelled => ToolOutput::error(format!("Error: command cancelled\n{body}")),
-        End::WaitFailed(e) => ToolOutput::error(format!(
+        ExecEnd::Cancelled => ToolOutput::error(format!("Error: command cancelled\n{body}")),
+        ExecEnd::WaitFailed(e) => ToolOutput::error(format!(
             "Error: waiting for the command failed: {e}\n{body}"
         )),
     }
-}
-
-/// The exit code, or 128 + signal for a command killed by a signal (as shells report it).
-fn exit_code(status: ExitStatus) -> i32 {
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// stdout, then stderr after a label, then the exit code when it is not 0.
@@ -219,92 +123,6 @@ pub fn compose(stdout: &str, stderr: &str, code: i32) -> String {
     out
 }
 
-/// One output stream's capture: the first and last `cap` bytes, counting what fell between.
-#[derive(Clone)]
-struct Capture {
-    inner: Arc<Mutex<HeadTail>>,
-}
-
-struct HeadTail {
-    cap: usize,
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    /// Characters dropped from the middle (UTF-8 lead bytes counted).
-    dropped_chars: usize,
-}
-
-impl Capture {
-    /// Each end keeps at least `max_chars` characters (4 bytes each at worst), so the dropped
-    /// middle always lies inside what middle truncation cuts anyway.
-    fn new(max_chars: usize) -> Self {
-        let cap = max_chars.saturating_mul(4).saturating_add(4).max(4096);
-        let ht = HeadTail {
-            cap,
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            dropped_chars: 0,
-        };
-        Capture {
-            inner: Arc::new(Mutex::new(ht)),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HeadTail> {
-        // Poisoning only means a reader task panicked mid-push; the bytes are still valid.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn spawn_reader<R>(&self, pipe: Option<R>) -> JoinHandle<()>
-    where
-        R: AsyncRead + Unpin + Send + 'static,
-    {
-        let capture = self.clone();
-        tokio::spawn(async move {
-            let Some(mut pipe) = pipe else { return };
-            let mut buf = vec![0u8; 16 * 1024];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                capture.lock().push(&buf[..n]);
-            }
-        })
-    }
-
-    /// The captured text (lossy UTF-8) and how many characters were dropped from its middle.
-    fn text(&self) -> (String, usize) {
-        let ht = self.lock();
-        let mut bytes = ht.head.clone();
-        bytes.extend(ht.tail.iter());
-        (
-            String::from_utf8_lossy(&bytes).into_owned(),
-            ht.dropped_chars,
-        )
-    }
-}
-
-impl HeadTail {
-    fn push(&mut self, mut data: &[u8]) {
-        let room = self.cap.saturating_sub(self.head.len());
-        let to_head = room.min(data.len());
-        self.head.extend_from_slice(&data[..to_head]);
-        data = &data[to_head..];
-        // Only the last `cap` bytes of (tail + data) survive; the rest is counted, in bulk, so
-        // a fast writer costs little per byte.
-        let keep_from_data = data.len().min(self.cap);
-        let (dropped_data, kept_data) = data.split_at(data.len() - keep_from_data);
-        let overflow = (self.tail.len() + kept_data.len()).saturating_sub(self.cap);
-        self.dropped_chars +=
-            char_starts(self.tail.drain(..overflow)) + char_starts(dropped_data.iter().copied());
-        self.tail.extend(kept_data);
-    }
-}
-
-/// Characters begun by these UTF-8 bytes: continuation bytes (0b10xx_xxxx) start none.
-fn char_starts(bytes: impl IntoIterator<Item = u8>) -> usize {
-    bytes.into_iter().filter(|b| b & 0xC0 != 0x80).count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +130,7 @@ mod tests {
     use crate::tools::SandboxLimits;
     use crate::tools::ToolStatus::{Error as E, Ok as O};
     use serde_json::json;
+    use std::sync::Arc;
     use std::time::Instant;
 
     fn limits(timeout: f64) -> SandboxLimits {
@@ -540,31 +359,62 @@ mod tests {
         assert!(gone_within("sleep 654321", 3).await);
     }
 
+    /// A sandbox that runs nothing: it records what it was asked and answers as told.
+    #[derive(Debug, Default)]
+    struct Recording(std::sync::Mutex<Vec<(String, std::path::PathBuf, Duration)>>);
+
+    impl crate::workspace::sandbox::Sandbox for Recording {
+        fn kind(&self) -> &'static str {
+            "recording"
+        }
+        fn exec<'a>(&'a self, req: ExecRequest<'a>) -> crate::workspace::sandbox::ExecFuture<'a> {
+            self.0.lock().unwrap().push((
+                req.command.to_string(),
+                req.cwd.to_path_buf(),
+                req.timeout,
+            ));
+            Box::pin(async move {
+                if req.command == "unstartable" {
+                    return Err("cannot start bwrap: not found".to_string());
+                }
+                Ok(ExecOutput {
+                    end: ExecEnd::Exited(2),
+                    stdout: "out".into(),
+                    stderr: "err".into(),
+                    cut_chars: 0,
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn commands_go_through_the_configured_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Arc::new(Recording::default());
+        let c = ctx_with(
+            dir.path(),
+            SandboxLimits {
+                sandbox: sandbox.clone(),
+                ..limits(7.0)
+            },
+        );
+        let got = run(&BashTool, &c, json!({"command": "touch x"})).await;
+        assert_eq!(got, (O, "out\nStd Error:\nerr\nExit Code: 2".to_string()));
+        let got = run(&BashTool, &c, json!({"command": "unstartable"})).await;
+        assert_eq!(got, (E, "Error: cannot start bwrap: not found".to_string()));
+        let seen = sandbox.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].0, "touch x");
+        assert_eq!(seen[0].1, c.workspace.root());
+        assert_eq!(seen[0].2, Duration::from_secs(7));
+        assert!(!dir.path().join("x").exists(), "the host ran it");
+    }
+
     #[test]
     fn compose_formats() {
         assert_eq!(compose("", "", 0), "(no output)");
         assert_eq!(compose("a", "", 1), "a\nExit Code: 1");
         assert_eq!(compose("a", "b", 0), "a\nStd Error:\nb");
-    }
-
-    #[test]
-    fn head_tail_counts_dropped_chars() {
-        let mut ht = HeadTail {
-            cap: 2,
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            dropped_chars: 0,
-        };
-        ht.push("abcdéfg".as_bytes());
-        assert_eq!(ht.head, b"ab");
-        assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"fg");
-        assert_eq!(ht.dropped_chars, 3);
-        ht.push(b"hijklmn");
-        assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"mn");
-        assert_eq!(ht.dropped_chars, 10);
-        ht.push(b"o");
-        assert_eq!(ht.tail.iter().copied().collect::<Vec<u8>>(), b"no");
-        assert_eq!(ht.dropped_chars, 11);
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub struct SandboxLimits {
     pub allow_host_bash: bool,
     /// The environment bash runs with: deerflow's own without credentials (§6).
     pub child_env: Arc<crate::workspace::child_env::ChildEnv>,
+    /// Where bash runs (contract §13).
+    pub sandbox: Arc<dyn crate::workspace::sandbox::Sandbox>,
     pub bash_command_timeout_secs: f64,
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
@@ -153,6 +155,7 @@ impl Default for SandboxLimits {
         Self {
             allow_host_bash: false,
             child_env: Arc::default(),
+            sandbox: Arc::new(crate::workspace::sandbox::LocalSandbox),
             bash_command_timeout_secs: 600.0,
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,

@@ -7,5 +7,6 @@ pub mod child_env;
 pub mod locks;
 pub mod paths;
 pub mod process;
+pub mod sandbox;
 
 pub use paths::{Access, Workspace};

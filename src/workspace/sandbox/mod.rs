@@ -1,0 +1,91 @@
+//! Where commands run (contract §13): one [`Sandbox`] executor seam, so the `bash` tool does
+//! not care whether its command runs on the host ([`LocalSandbox`]) or inside bubblewrap
+//! ([`ConfinedSandbox`]). Every implementation runs the command in a working directory with
+//! the §6 environment and a timeout, collects bounded output, and kills what it started on
+//! timeout, cancellation, or when the call is dropped.
+
+mod capture;
+mod confined;
+mod host;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+pub use confined::{find_bwrap, ConfinedSandbox, BWRAP_PACKAGE};
+
+use super::child_env::ChildEnv;
+use super::process::ProcessGroups;
+
+/// One command to run.
+pub struct ExecRequest<'a> {
+    /// A bash command line.
+    pub command: &'a str,
+    /// The working directory (the workspace), on the host.
+    pub cwd: &'a Path,
+    /// The skills directory, offered read-only where a sandbox maps paths.
+    pub skills: Option<&'a Path>,
+    pub env: &'a ChildEnv,
+    pub timeout: Duration,
+    /// Each stream keeps at least this many characters of its start and of its end.
+    pub output_max_chars: usize,
+    pub cancel: &'a CancellationToken,
+    /// Where the command's process group is registered while it runs, so an abrupt stop
+    /// can kill it.
+    pub processes: &'a ProcessGroups,
+}
+
+/// How the command ended.
+#[derive(Debug)]
+pub enum ExecEnd {
+    /// It exited with this code (128 + signal when a signal killed it).
+    Exited(i32),
+    TimedOut,
+    Cancelled,
+    WaitFailed(std::io::Error),
+}
+
+/// What a command left: how it ended and its (possibly middle-cut) output streams.
+#[derive(Debug)]
+pub struct ExecOutput {
+    pub end: ExecEnd,
+    pub stdout: String,
+    pub stderr: String,
+    /// Characters dropped from the middle of both streams while capturing.
+    pub cut_chars: usize,
+}
+
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutput, String>> + Send + 'a>>;
+
+/// A place commands run. `Err` means the command could not be started at all.
+pub trait Sandbox: Send + Sync + Debug {
+    /// `local`, `confined` or `docker`, as `run_started.sandbox.use` reports it.
+    fn kind(&self) -> &'static str;
+    /// The container image, when there is one.
+    fn image(&self) -> Option<&str> {
+        None
+    }
+    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a>;
+}
+
+/// bash on the host, unconfined, in its own session (contract §6).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalSandbox;
+
+impl Sandbox for LocalSandbox {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
+        Box::pin(async move {
+            let mut cmd = tokio::process::Command::new("bash");
+            cmd.arg("-c").arg(req.command);
+            host::run(cmd, "bash", &req).await
+        })
+    }
+}
