@@ -44,6 +44,11 @@ pub fn spawn(
         .process_group(0)
         // A run that is dropped without stopping its servers (a panic) must not leave them.
         .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(), which
+    // is async-signal-safe; it touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(crate::workspace::process::die_with_parent);
+    }
     let mut child = cmd.spawn()?;
     let pgid = child.id().map_or(0, |id| i32::try_from(id).unwrap_or(0));
     let group = groups.register(pgid);

@@ -34,6 +34,8 @@ const SIGNAL_STOP: Duration = Duration::from_millis(1800);
 /// Runs `spec` to completion and returns the process exit code.
 /// `run_id` is the id the process's logs already carry the trace of (`new_run_id`).
 pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
+    // What tools detach is reparented to deerflow, so the end of the run finds it.
+    crate::workspace::process::become_subreaper();
     let started = Instant::now();
     let control = Arc::new(RunControl::new(spec.timeout_seconds));
     let stdout_closed = Arc::new(AtomicBool::new(false));
@@ -138,6 +140,9 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         crate::logging::stderr_line(&format!("deerflow: cannot write to stdout: {why}"));
         code = crate::outcome::EXIT_FAILED;
     }
+    // No child process outlives the run (§6): what a tool left running or detached.
+    spec.workspace.processes().kill_all();
+    crate::workspace::process::kill_orphans();
     code
 }
 

@@ -29,6 +29,7 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
                 seen += 1;
                 if seen > 1 && cause == StopCause::Sigint {
                     workspace.processes().kill_all();
+                    crate::workspace::process::kill_orphans();
                     // The run's stored tool results go with it on this path too.
                     if let Some(dir) = workspace.tool_results_root() {
                         let _ = std::fs::remove_dir_all(dir);

@@ -562,3 +562,84 @@ async fn debug_logs_carry_the_trace_id() {
         assert!(l.contains(" DEBUG "), "{l}");
     }
 }
+
+/// Processes whose command line holds `marker`.
+fn running(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+fn gone_soon(marker: &str) -> Vec<String> {
+    for _ in 0..40 {
+        if running(marker).is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    running(marker)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_detached_daemon_does_not_outlive_the_run() {
+    let ws = workspace();
+    let marker = format!("{}", 700_000 + fastrand::u32(0..99_999));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "d", "name": "bash", "arguments": {"command": format!("setsid sleep {marker} > /dev/null 2>&1 < /dev/null & echo started")}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let model = format!("replay:{}", c.display());
+    let out = deerflow(["run", "--json", "--allow-bash", "-m", &model, "go"])
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        gone_soon(&marker),
+        Vec::<String>::new(),
+        "the daemon survived the run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_deerflow_takes_its_commands_with_it() {
+    let ws = workspace();
+    let marker = format!("{}", 600_000 + fastrand::u32(0..99_999));
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "s", "name": "bash", "arguments": {"command": format!("sleep {marker}")}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let model = format!("replay:{}", c.display());
+    let mut child = deerflow(["run", "--json", "--allow-bash", "-m", &model, "go"])
+        .cwd(ws.path())
+        .command()
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if !running(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!running(&marker).is_empty(), "the command never started");
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    assert_eq!(
+        gone_soon(&marker),
+        Vec::<String>::new(),
+        "the command outlived kill -9"
+    );
+}

@@ -40,8 +40,8 @@ pub(super) async fn run(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     req.env.apply(&mut cmd);
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(), which
-    // is async-signal-safe; it touches no memory shared with the parent. A new session makes
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid() and
+    // prctl(), which are async-signal-safe; it touches no memory shared with the parent. A new session makes
     // the child leader of its own process group (pgid = pid), so killpg reaches everything it
     // starts, and a terminal Ctrl-C to our group does not hit it directly.
     unsafe {
@@ -49,7 +49,7 @@ pub(super) async fn run(
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(())
+            crate::workspace::process::die_with_parent()
         });
     }
     let mut child = cmd
