@@ -20,4 +20,5 @@ mod replay_runs;
 mod signals;
 mod subagents;
 mod subagents_http;
+mod thinking;
 mod tools_cli;
