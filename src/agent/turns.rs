@@ -36,7 +36,8 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         let mut calls = resp.tool_calls;
         let reasoning = resp.reasoning;
         unique_ids(&mut calls, &mut t.seen_ids, t.turn);
-        match t.decide(agent, budget_hit, &text, calls) {
+        let thought = reasoning_text(&reasoning);
+        match t.decide(agent, budget_hit, &text, thought.as_deref(), calls) {
             Step::End(end) => {
                 let limit = t.limit_end(agent, budget_hit);
                 match final_answer::check(agent, end, t.schema_retries, limit) {
@@ -46,7 +47,12 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             }
             Step::AskForFinal => t.ask_for_final(text, reasoning),
             Step::Run { calls, notice } => {
-                if let Some(end) = t.run_calls(agent, text, calls, notice, reasoning).await {
+                let turn = Turn {
+                    text,
+                    thought,
+                    reasoning,
+                };
+                if let Some(end) = t.run_calls(agent, turn, calls, notice).await {
                     return end;
                 }
             }
@@ -63,6 +69,24 @@ enum Step {
         calls: Vec<ToolCall>,
         notice: Option<String>,
     },
+}
+
+/// What a response said beside its tool calls.
+struct Turn {
+    text: Option<String>,
+    /// The reasoning text shown in events.
+    thought: Option<String>,
+    /// What the provider needs back with the message.
+    reasoning: Reasoning,
+}
+
+/// The reasoning text of a response worth an event: none when blank.
+fn reasoning_text(reasoning: &Reasoning) -> Option<String> {
+    reasoning
+        .text
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .map(str::to_string)
 }
 
 /// One agent's conversation and the state its guards keep.
@@ -181,10 +205,11 @@ impl Transcript {
         agent: &Agent,
         budget_hit: bool,
         text: &Option<String>,
+        thought: Option<&str>,
         calls: Vec<ToolCall>,
     ) -> Step {
         let no_calls = |end| {
-            agent.observer.assistant(text.as_deref(), &[]);
+            agent.observer.assistant(text.as_deref(), thought, &[]);
             Step::End(end)
         };
         if self.force_final || calls.is_empty() {
@@ -214,7 +239,7 @@ impl Transcript {
             }
             LoopVerdict::Stop(m) => {
                 agent.events.emit(Event::warning("loop_detected", m));
-                agent.observer.assistant(text.as_deref(), &[]);
+                agent.observer.assistant(text.as_deref(), thought, &[]);
                 Step::AskForFinal
             }
         }
@@ -261,16 +286,17 @@ impl Transcript {
     async fn run_calls(
         &mut self,
         agent: &Agent,
-        text: Option<String>,
+        turn: Turn,
         calls: Vec<ToolCall>,
         notice: Option<String>,
-        reasoning: Reasoning,
     ) -> Option<AgentEnd> {
-        agent.observer.assistant(text.as_deref(), &calls);
+        agent
+            .observer
+            .assistant(turn.text.as_deref(), turn.thought.as_deref(), &calls);
         self.history.push(Message::Assistant {
-            text,
+            text: turn.text,
             tool_calls: calls.clone(),
-            reasoning,
+            reasoning: turn.reasoning,
         });
         let outputs = run_tools(agent, &calls).await;
         let mut clarify = None;
