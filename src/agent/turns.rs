@@ -14,7 +14,7 @@ use super::{Agent, AgentEnd, RunShared};
 use crate::events::{Event, RetryInfo};
 use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
-    Reasoning, RetryNotice, ToolCall, ToolSpec, Usage,
+    Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage,
 };
 use crate::tools::{Concurrency, Control, ToolContext, ToolOutput};
 
@@ -29,6 +29,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             Ok(r) => r,
             Err(end) => return end,
         };
+        let stop = resp.stop_kind();
         let text = resp.text.filter(|t| !t.trim().is_empty());
         if text.is_some() {
             t.last_text = text.clone();
@@ -36,6 +37,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         let mut calls = resp.tool_calls;
         let reasoning = resp.reasoning;
         unique_ids(&mut calls, &mut t.seen_ids, t.turn);
+        let cut = stop_reason(agent, stop, resp.finish_reason.as_deref(), &mut calls);
         let thought = reasoning_text(&reasoning);
         match t.decide(agent, budget_hit, &text, thought.as_deref(), calls) {
             Step::End(end) => {
@@ -52,7 +54,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
                     thought,
                     reasoning,
                 };
-                if let Some(end) = t.run_calls(agent, turn, calls, notice).await {
+                if let Some(end) = t.run_calls(agent, turn, calls, &cut, notice).await {
                     return end;
                 }
             }
@@ -288,6 +290,7 @@ impl Transcript {
         agent: &Agent,
         turn: Turn,
         calls: Vec<ToolCall>,
+        cut: &HashSet<String>,
         notice: Option<String>,
     ) -> Option<AgentEnd> {
         agent
@@ -298,7 +301,7 @@ impl Transcript {
             tool_calls: calls.clone(),
             reasoning: turn.reasoning,
         });
-        let outputs = run_tools(agent, &calls).await;
+        let outputs = run_tools(agent, &calls, cut).await;
         let mut clarify = None;
         for (call, mut out) in calls.iter().zip(outputs) {
             if let Some(Control::Clarify { question, options }) = out.control.take() {
@@ -315,6 +318,60 @@ impl Transcript {
             content.push_str(&n);
         }
         clarify
+    }
+}
+
+/// What the model gets instead of running a call whose arguments the output limit cut.
+pub const CUT_OFF_ERROR: &str =
+    "Tool call arguments were cut off at the output limit; write smaller pieces";
+
+/// Acts on why the response ended (contract §10): a response cut at the output limit is
+/// reported and its cut-off tool calls are named (returned: they answer with
+/// [`CUT_OFF_ERROR`] instead of running); a response stopped for safety is reported and
+/// its calls dropped.
+fn stop_reason(
+    agent: &Agent,
+    stop: StopKind,
+    reason: Option<&str>,
+    calls: &mut Vec<ToolCall>,
+) -> HashSet<String> {
+    let reason = reason.unwrap_or_default();
+    match stop {
+        StopKind::Normal => HashSet::new(),
+        StopKind::OutputLimit => {
+            let last = calls.len().saturating_sub(1);
+            let cut: HashSet<String> = calls
+                .iter()
+                .enumerate()
+                // Only the call being written when the limit hit can be cut: its text is
+                // no JSON, or (cut before its first character) it arrived empty.
+                .filter(|(i, c)| {
+                    c.invalid_arguments.is_some()
+                        || (*i == last && c.arguments.as_object().is_some_and(|a| a.is_empty()))
+                })
+                .map(|(_, c)| c.id.clone())
+                .collect();
+            let what = if cut.is_empty() {
+                String::new()
+            } else {
+                format!("; {} tool call(s) cut off were not run", cut.len())
+            };
+            agent.events.emit(Event::warning(
+                "output_truncated",
+                format!("the model stopped at its output limit (finish_reason: {reason}){what}"),
+            ));
+            cut
+        }
+        StopKind::ContentFilter => {
+            let dropped = std::mem::take(calls).len();
+            agent.events.emit(Event::warning(
+                "content_filtered",
+                format!(
+                    "the model stopped for safety (finish_reason: {reason}); {dropped} tool call(s) not run"
+                ),
+            ));
+            HashSet::new()
+        }
     }
 }
 
@@ -448,8 +505,9 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     check.exceeded
 }
 
-/// Runs one response's tool calls concurrently; results come back in call order.
-async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
+/// Runs one response's tool calls concurrently; results come back in call order. The
+/// `cut` calls answer with [`CUT_OFF_ERROR`] without running.
+async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<ToolOutput> {
     let contexts: Vec<ToolContext> = calls
         .iter()
         .map(|c| agent.tool_ctx.for_call(&c.id))
@@ -458,13 +516,18 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
         agent.observer.tool_call(call);
     }
     let mut outputs = Vec::with_capacity(calls.len());
-    for group in groups(agent, calls) {
+    for group in groups(agent, calls, cut) {
         let futures: Vec<_> = group
             .map(|i| {
                 let (call, ctx) = (&calls[i], &contexts[i]);
                 // The synchronous part of `Tool::call` runs here, in call order: the task
                 // tool accepts, queues and limits calls in the order the model made them.
-                let fut = dispatch(agent, call, ctx);
+                let fut: BoxFuture<'_, ToolOutput> = if cut.contains(&call.id) {
+                    let out = ToolOutput::error(CUT_OFF_ERROR);
+                    Box::pin(async move { out })
+                } else {
+                    dispatch(agent, call, ctx)
+                };
                 async move {
                     let start = Instant::now();
                     let out = fut.await;
@@ -481,11 +544,12 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
 /// The calls cut into groups that run one after another (contract §12's order): a run of
 /// neighbouring `Shared` calls (reads, `task`) runs at once; every `Exclusive` call (a
 /// write, bash, an MCP tool) is a group of its own. A replay is deterministic this way.
-fn groups(agent: &Agent, calls: &[ToolCall]) -> Vec<std::ops::Range<usize>> {
+fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::ops::Range<usize>> {
     let shared = |c: &ToolCall| {
-        // A call that will only answer with an error (unknown tool, broken arguments)
-        // touches nothing.
+        // A call that will only answer with an error (unknown tool, broken or cut
+        // arguments) touches nothing.
         c.invalid_arguments.is_some()
+            || cut.contains(&c.id)
             || agent
                 .tools
                 .iter()

@@ -205,3 +205,29 @@ async fn a_message_without_reasoning_has_no_reasoning_field() {
     let running = out.of_type("task_running");
     assert!(running[0]["message"].get("reasoning").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_response_cut_at_the_output_limit_warns_and_keeps_its_text() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::raw_sse(fixture("vllm/chat_length.sse")));
+    let ws = workspace();
+    let cfg = mock_config(ws.path(), &server.url());
+    let out = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-C",
+        ws.path().to_str().unwrap(),
+        "hi",
+    ])
+    .output()
+    .await;
+    check_stream(&out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warning = out.first("warning");
+    assert_eq!(warning["code"], "output_truncated");
+    let message = out.first("message")["text"].as_str().unwrap().to_string();
+    assert!(!message.is_empty());
+    assert_eq!(out.completed()["final_message"], message.as_str());
+}
