@@ -231,3 +231,54 @@ async fn a_response_cut_at_the_output_limit_warns_and_keeps_its_text() {
     assert!(!message.is_empty());
     assert_eq!(out.completed()["final_message"], message.as_str());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recorded_thinking_run_replays_offline_with_the_same_events() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::raw_sse(fixture(
+        "deepseek/reasoning_then_tool_call.sse",
+    )));
+    server.push_reply(Reply::raw_sse(fixture("vllm/chat_length.sse")));
+    let ws = workspace();
+    let cfg = mock_config(ws.path(), &server.url());
+    let tape = ws.path().join("tape.json");
+    let recorded = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "--record",
+        tape.to_str().unwrap(),
+        "-C",
+        ws.path().to_str().unwrap(),
+        "what is the date?",
+    ])
+    .output()
+    .await;
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    let replayed = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-m",
+        &format!("replay:{}", tape.display()),
+        "-C",
+        ws.path().to_str().unwrap(),
+        "what is the date?",
+    ])
+    .output()
+    .await;
+    check_stream(&replayed);
+    assert_eq!(replayed.code, 0, "{}", replayed.stderr);
+    assert_eq!(replayed.types(), recorded.types());
+    assert_eq!(
+        replayed.first("reasoning")["text"],
+        "Let me get the current date."
+    );
+    assert_eq!(replayed.first("warning")["code"], "output_truncated");
+    assert_eq!(
+        replayed.completed()["final_message"],
+        recorded.completed()["final_message"]
+    );
+}
