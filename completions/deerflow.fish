@@ -54,6 +54,8 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l mcp-config -d 
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l color -d 'Colour on stderr (NO_COLOR is honoured)' -r -f -a "auto\t''
 always\t''
 never\t''"
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l thinking -d 'Extended thinking / reasoning for models with supports_thinking [default: the model\'s default, on]' -r -f -a "on\t''
+off\t''"
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l json -d 'NDJSON events on stdout; nothing else goes to stdout'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l allow-bash -d 'Allow the bash tool and the bash sub-agent on the host'

@@ -75,6 +75,9 @@ pub enum TaskMessage {
     Assistant {
         text: String,
         tool_calls: Vec<TaskToolCall>,
+        /// The reasoning / thinking text the model returned with this message (§10).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
     },
     Tool {
         text: String,
@@ -122,6 +125,8 @@ pub enum Event {
     },
     /// The lead agent produced text.
     Message { role: String, text: String },
+    /// The lead model returned reasoning / thinking text (§10).
+    Reasoning { text: String },
     /// The lead agent calls a tool (a `task` call too).
     ToolCall {
         call_id: String,
@@ -305,6 +310,7 @@ impl Event {
         match self {
             Event::RunStarted { .. } => "run_started",
             Event::Message { .. } => "message",
+            Event::Reasoning { .. } => "reasoning",
             Event::ToolCall { .. } => "tool_call",
             Event::ToolResult { .. } => "tool_result",
             Event::TaskQueued { .. } => "task_queued",
@@ -599,6 +605,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
                     name: "ls".into(),
                     arguments: json!({"path": ".", "depth": 2}),
                 }],
+                reasoning: None,
             },
             usage,
         }),
@@ -704,6 +711,9 @@ pub(crate) fn samples() -> Vec<Envelope> {
             transport: "stdio".into(),
             tools: vec!["fs_read".into()],
             duration_ms: 40,
+        }),
+        lead(Event::Reasoning {
+            text: "The user wants a greeting.".into(),
         }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),
@@ -886,6 +896,6 @@ mod tests {
     fn samples_cover_every_event_type() {
         let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
         names.dedup();
-        assert_eq!(names.len(), 17, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
     }
 }

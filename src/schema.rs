@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn one_branch_per_event_type_and_the_envelope_is_required() {
         let schema = event_schema();
-        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 17);
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 18);
         assert_eq!(
             schema["required"],
             json!(["type", "seq", "ts", "run_id"]),
@@ -198,6 +198,37 @@ mod tests {
             .unwrap()
             .remove("input_tokens_before");
         assert!(!v.is_valid(&missing), "null, not absent");
+    }
+
+    #[test]
+    fn a_sub_agent_message_may_carry_its_reasoning() {
+        use crate::events::{Envelope, Event, TaskMessage};
+        use crate::usage::UsageTotals;
+        let v = validator();
+        let running = |reasoning: Option<&str>| {
+            line(&Envelope {
+                event: Event::TaskRunning {
+                    task_id: "t".into(),
+                    message_index: 1,
+                    message: TaskMessage::Assistant {
+                        text: "hi".into(),
+                        tool_calls: vec![],
+                        reasoning: reasoning.map(str::to_string),
+                    },
+                    usage: UsageTotals::default(),
+                },
+                task_id: Some("t".into()),
+            })
+        };
+        let with = running(Some("think"));
+        assert_eq!(with["message"]["reasoning"], "think");
+        assert!(v.is_valid(&with));
+        let without = running(None);
+        assert!(without["message"].get("reasoning").is_none());
+        assert!(v.is_valid(&without));
+        let mut bad = with.clone();
+        bad["message"]["reasoning"] = json!(7);
+        assert!(!v.is_valid(&bad));
     }
 
     #[test]

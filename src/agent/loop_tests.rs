@@ -911,3 +911,134 @@ async fn reads_overlap_and_a_write_waits_for_what_came_before_it() {
         "results keep call order"
     );
 }
+
+/// A recorded provider stream from the shared fixtures, assembled as the provider would.
+async fn recorded(provider: &str, file: &str) -> ModelResponse {
+    use crate::model::providers::{anthropic::AnthropicAssembler, openai_chat::OpenAiAssembler};
+    use crate::model::{http::assemble, test_support::chunked};
+    let path = format!(
+        "{}/../shared/fixtures/providers/{provider}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let idle = std::time::Duration::from_secs(5);
+    let body = chunked(&text, &[]);
+    if provider == "anthropic" {
+        assemble::<AnthropicAssembler, _, _, _>(body, idle, provider).await
+    } else {
+        assemble::<OpenAiAssembler, _, _, _>(body, idle, provider).await
+    }
+    .unwrap()
+}
+
+fn tool_contents(req: &ChatRequest) -> Vec<String> {
+    req.messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn recorded_output_limit_stops_warn_and_keep_their_text() {
+    for (provider, file) in [
+        ("anthropic", "max_tokens.sse"),
+        ("vllm", "chat_length.sse"),
+        ("openai", "chat_length_all_reasoning.sse"),
+    ] {
+        let resp = recorded(provider, file).await;
+        let kept = resp.text.clone().filter(|t| !t.trim().is_empty());
+        let o = Setup::new(vec![Ok(resp)]).run().await;
+        assert_eq!(warnings(&o.events), ["output_truncated"], "{file}");
+        assert_eq!(
+            o.end,
+            AgentEnd::Final {
+                text: kept,
+                stop_reason: None
+            },
+            "{file}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_call_cut_at_the_output_limit_is_not_run_and_the_model_is_told() {
+    let whole = call("a", "whole");
+    let cut = ToolCall::from_raw("b".into(), "echo".into(), r#"{"text": "half"#);
+    let mut resp = calls(vec![whole, cut], None).unwrap();
+    resp.text = Some("Writing both.".into());
+    resp.finish_reason = Some("length".into());
+    let o = Setup::new(vec![Ok(resp), text("done")]).run().await;
+    assert_eq!(o.tool_calls.len(), 1, "only the whole call ran");
+    assert_eq!(
+        tool_contents(&o.requests[1]),
+        [
+            "whole",
+            "Tool call arguments were cut off at the output limit; write smaller pieces"
+        ]
+    );
+    assert_eq!(warnings(&o.events), ["output_truncated"]);
+    let message = o
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Warning { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        message.contains("length") && message.contains("1 tool call"),
+        "{message}"
+    );
+    // The text is kept: it went out as the lead's message.
+    assert!(o
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Message { text, .. } if text == "Writing both.")));
+    assert_eq!(o.end, final_text("done"));
+}
+
+#[tokio::test]
+async fn a_last_call_that_arrived_empty_at_the_output_limit_counts_as_cut() {
+    let mut resp = calls(
+        vec![
+            call("a", "x"),
+            ToolCall::from_raw("b".into(), "echo".into(), ""),
+        ],
+        None,
+    )
+    .unwrap();
+    resp.finish_reason = Some("max_tokens".into());
+    let o = Setup::new(vec![Ok(resp), text("done")]).run().await;
+    assert_eq!(o.tool_calls.len(), 1);
+    assert_eq!(
+        tool_contents(&o.requests[1])[1],
+        super::turns::CUT_OFF_ERROR
+    );
+}
+
+#[tokio::test]
+async fn a_whole_response_at_a_normal_stop_runs_its_calls_without_a_warning() {
+    let mut resp = calls(vec![call("a", "x")], None).unwrap();
+    resp.finish_reason = Some("tool_calls".into());
+    let o = Setup::new(vec![Ok(resp), text("done")]).run().await;
+    assert_eq!(o.tool_calls.len(), 1);
+    assert!(warnings(&o.events).is_empty());
+}
+
+#[tokio::test]
+async fn a_safety_stop_warns_and_runs_none_of_its_calls() {
+    for reason in ["content_filter", "refusal"] {
+        let mut resp = calls(vec![call("a", "x"), call("b", "y")], None).unwrap();
+        resp.text = Some("I can't help with that.".into());
+        resp.finish_reason = Some(reason.into());
+        let o = Setup::new(vec![Ok(resp)]).run().await;
+        assert!(o.tool_calls.is_empty(), "{reason}");
+        assert_eq!(warnings(&o.events), ["content_filtered"], "{reason}");
+        assert_eq!(o.requests.len(), 1);
+        assert_eq!(o.end, final_text("I can't help with that."));
+        assert!(!o.events.iter().any(|e| matches!(e, Event::ToolCall { .. })));
+    }
+}

@@ -11,8 +11,9 @@ use crate::tools::ToolOutput;
 pub const EVENT_OUTPUT_MAX_CHARS: usize = 2000;
 
 pub trait Observer: Send + Sync {
-    /// An assistant message, with the tool calls that will run.
-    fn assistant(&self, text: Option<&str>, calls: &[ToolCall]);
+    /// An assistant message, with the reasoning the model returned and the tool calls
+    /// that will run.
+    fn assistant(&self, text: Option<&str>, reasoning: Option<&str>, calls: &[ToolCall]);
     /// A tool call about to run (called in call order, before any of them runs).
     fn tool_call(&self, call: &ToolCall);
     /// A tool finished.
@@ -24,7 +25,13 @@ pub struct LeadObserver {
 }
 
 impl Observer for LeadObserver {
-    fn assistant(&self, text: Option<&str>, _calls: &[ToolCall]) {
+    fn assistant(&self, text: Option<&str>, reasoning: Option<&str>, _calls: &[ToolCall]) {
+        // The model thought before it wrote: reasoning comes first.
+        if let Some(r) = reasoning {
+            self.events.emit(Event::Reasoning {
+                text: r.to_string(),
+            });
+        }
         if let Some(t) = text {
             self.events.emit(Event::Message {
                 role: "assistant".into(),

@@ -14,7 +14,7 @@ use super::{Agent, AgentEnd, RunShared};
 use crate::events::{Event, RetryInfo};
 use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
-    Reasoning, RetryNotice, ToolCall, ToolSpec, Usage,
+    Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage,
 };
 use crate::tools::{Concurrency, Control, ToolContext, ToolOutput};
 
@@ -29,6 +29,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             Ok(r) => r,
             Err(end) => return end,
         };
+        let stop = resp.stop_kind();
         let text = resp.text.filter(|t| !t.trim().is_empty());
         if text.is_some() {
             t.last_text = text.clone();
@@ -36,7 +37,9 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         let mut calls = resp.tool_calls;
         let reasoning = resp.reasoning;
         unique_ids(&mut calls, &mut t.seen_ids, t.turn);
-        match t.decide(agent, budget_hit, &text, calls) {
+        let cut = stop_reason(agent, stop, resp.finish_reason.as_deref(), &mut calls);
+        let thought = reasoning_text(&reasoning);
+        match t.decide(agent, budget_hit, &text, thought.as_deref(), calls) {
             Step::End(end) => {
                 let limit = t.limit_end(agent, budget_hit);
                 match final_answer::check(agent, end, t.schema_retries, limit) {
@@ -46,7 +49,12 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             }
             Step::AskForFinal => t.ask_for_final(text, reasoning),
             Step::Run { calls, notice } => {
-                if let Some(end) = t.run_calls(agent, text, calls, notice, reasoning).await {
+                let turn = Turn {
+                    text,
+                    thought,
+                    reasoning,
+                };
+                if let Some(end) = t.run_calls(agent, turn, calls, &cut, notice).await {
                     return end;
                 }
             }
@@ -63,6 +71,24 @@ enum Step {
         calls: Vec<ToolCall>,
         notice: Option<String>,
     },
+}
+
+/// What a response said beside its tool calls.
+struct Turn {
+    text: Option<String>,
+    /// The reasoning text shown in events.
+    thought: Option<String>,
+    /// What the provider needs back with the message.
+    reasoning: Reasoning,
+}
+
+/// The reasoning text of a response worth an event: none when blank.
+fn reasoning_text(reasoning: &Reasoning) -> Option<String> {
+    reasoning
+        .text
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .map(str::to_string)
 }
 
 /// One agent's conversation and the state its guards keep.
@@ -181,10 +207,11 @@ impl Transcript {
         agent: &Agent,
         budget_hit: bool,
         text: &Option<String>,
+        thought: Option<&str>,
         calls: Vec<ToolCall>,
     ) -> Step {
         let no_calls = |end| {
-            agent.observer.assistant(text.as_deref(), &[]);
+            agent.observer.assistant(text.as_deref(), thought, &[]);
             Step::End(end)
         };
         if self.force_final || calls.is_empty() {
@@ -214,7 +241,7 @@ impl Transcript {
             }
             LoopVerdict::Stop(m) => {
                 agent.events.emit(Event::warning("loop_detected", m));
-                agent.observer.assistant(text.as_deref(), &[]);
+                agent.observer.assistant(text.as_deref(), thought, &[]);
                 Step::AskForFinal
             }
         }
@@ -261,18 +288,20 @@ impl Transcript {
     async fn run_calls(
         &mut self,
         agent: &Agent,
-        text: Option<String>,
+        turn: Turn,
         calls: Vec<ToolCall>,
+        cut: &HashSet<String>,
         notice: Option<String>,
-        reasoning: Reasoning,
     ) -> Option<AgentEnd> {
-        agent.observer.assistant(text.as_deref(), &calls);
+        agent
+            .observer
+            .assistant(turn.text.as_deref(), turn.thought.as_deref(), &calls);
         self.history.push(Message::Assistant {
-            text,
+            text: turn.text,
             tool_calls: calls.clone(),
-            reasoning,
+            reasoning: turn.reasoning,
         });
-        let outputs = run_tools(agent, &calls).await;
+        let outputs = run_tools(agent, &calls, cut).await;
         let mut clarify = None;
         for (call, mut out) in calls.iter().zip(outputs) {
             if let Some(Control::Clarify { question, options }) = out.control.take() {
@@ -289,6 +318,60 @@ impl Transcript {
             content.push_str(&n);
         }
         clarify
+    }
+}
+
+/// What the model gets instead of running a call whose arguments the output limit cut.
+pub const CUT_OFF_ERROR: &str =
+    "Tool call arguments were cut off at the output limit; write smaller pieces";
+
+/// Acts on why the response ended (contract §10): a response cut at the output limit is
+/// reported and its cut-off tool calls are named (returned: they answer with
+/// [`CUT_OFF_ERROR`] instead of running); a response stopped for safety is reported and
+/// its calls dropped.
+fn stop_reason(
+    agent: &Agent,
+    stop: StopKind,
+    reason: Option<&str>,
+    calls: &mut Vec<ToolCall>,
+) -> HashSet<String> {
+    let reason = reason.unwrap_or_default();
+    match stop {
+        StopKind::Normal => HashSet::new(),
+        StopKind::OutputLimit => {
+            let last = calls.len().saturating_sub(1);
+            let cut: HashSet<String> = calls
+                .iter()
+                .enumerate()
+                // Only the call being written when the limit hit can be cut: its text is
+                // no JSON, or (cut before its first character) it arrived empty.
+                .filter(|(i, c)| {
+                    c.invalid_arguments.is_some()
+                        || (*i == last && c.arguments.as_object().is_some_and(|a| a.is_empty()))
+                })
+                .map(|(_, c)| c.id.clone())
+                .collect();
+            let what = if cut.is_empty() {
+                String::new()
+            } else {
+                format!("; {} tool call(s) cut off were not run", cut.len())
+            };
+            agent.events.emit(Event::warning(
+                "output_truncated",
+                format!("the model stopped at its output limit (finish_reason: {reason}){what}"),
+            ));
+            cut
+        }
+        StopKind::ContentFilter => {
+            let dropped = std::mem::take(calls).len();
+            agent.events.emit(Event::warning(
+                "content_filtered",
+                format!(
+                    "the model stopped for safety (finish_reason: {reason}); {dropped} tool call(s) not run"
+                ),
+            ));
+            HashSet::new()
+        }
     }
 }
 
@@ -422,8 +505,9 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     check.exceeded
 }
 
-/// Runs one response's tool calls concurrently; results come back in call order.
-async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
+/// Runs one response's tool calls concurrently; results come back in call order. The
+/// `cut` calls answer with [`CUT_OFF_ERROR`] without running.
+async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<ToolOutput> {
     let contexts: Vec<ToolContext> = calls
         .iter()
         .map(|c| agent.tool_ctx.for_call(&c.id))
@@ -432,13 +516,18 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
         agent.observer.tool_call(call);
     }
     let mut outputs = Vec::with_capacity(calls.len());
-    for group in groups(agent, calls) {
+    for group in groups(agent, calls, cut) {
         let futures: Vec<_> = group
             .map(|i| {
                 let (call, ctx) = (&calls[i], &contexts[i]);
                 // The synchronous part of `Tool::call` runs here, in call order: the task
                 // tool accepts, queues and limits calls in the order the model made them.
-                let fut = dispatch(agent, call, ctx);
+                let fut: BoxFuture<'_, ToolOutput> = if cut.contains(&call.id) {
+                    let out = ToolOutput::error(CUT_OFF_ERROR);
+                    Box::pin(async move { out })
+                } else {
+                    dispatch(agent, call, ctx)
+                };
                 async move {
                     let start = Instant::now();
                     let out = fut.await;
@@ -455,11 +544,12 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall]) -> Vec<ToolOutput> {
 /// The calls cut into groups that run one after another (contract §12's order): a run of
 /// neighbouring `Shared` calls (reads, `task`) runs at once; every `Exclusive` call (a
 /// write, bash, an MCP tool) is a group of its own. A replay is deterministic this way.
-fn groups(agent: &Agent, calls: &[ToolCall]) -> Vec<std::ops::Range<usize>> {
+fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::ops::Range<usize>> {
     let shared = |c: &ToolCall| {
-        // A call that will only answer with an error (unknown tool, broken arguments)
-        // touches nothing.
+        // A call that will only answer with an error (unknown tool, broken or cut
+        // arguments) touches nothing.
         c.invalid_arguments.is_some()
+            || cut.contains(&c.id)
             || agent
                 .tools
                 .iter()

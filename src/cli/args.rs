@@ -93,6 +93,13 @@ pub enum ColorChoice {
     Never,
 }
 
+/// `--thinking on|off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The task; `-` reads stdin to its end
@@ -190,6 +197,11 @@ pub struct RunArgs {
     /// Colour on stderr (NO_COLOR is honoured)
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Extended thinking / reasoning for models with supports_thinking [default: the
+    /// model's default, on]
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub thinking: Option<OnOff>,
 }
 
 /// `90s`, `30m`, `1h`, `1h30m`, or plain seconds; positive and at most a year.

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::args::{ColorChoice, RunArgs};
+use super::args::{ColorChoice, OnOff, RunArgs};
 use anyhow::{Context, Result};
 
 use super::error::{self, usage};
@@ -59,6 +59,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .as_ref()
         .map(|p| (p.clone(), Arc::new(RecordLog::default())));
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
+    models.thinking = args.thinking.map(|t| t == OnOff::On);
     let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
     let skills_dir = args
         .skills
@@ -424,6 +425,8 @@ struct ModelBuilder<'a> {
     loaded: &'a LoadedConfig,
     cwd: &'a Path,
     record: Option<Arc<RecordLog>>,
+    /// `--thinking`, for every model of the run.
+    thinking: Option<bool>,
     built: HashMap<String, LeadModel>,
     prices: HashMap<String, Price>,
 }
@@ -434,6 +437,7 @@ impl<'a> ModelBuilder<'a> {
             loaded,
             cwd,
             record,
+            thinking: None,
             built: HashMap::new(),
             prices: HashMap::new(),
         }
@@ -443,7 +447,10 @@ impl<'a> ModelBuilder<'a> {
         if let Some(m) = self.built.get(name) {
             return Ok(m.clone());
         }
-        let r = config::resolve_model(self.loaded, name, self.cwd)?;
+        let mut r = config::resolve_model(self.loaded, name, self.cwd)?;
+        if let Some(http) = &mut r.http {
+            http.thinking.requested = self.thinking;
+        }
         // Provider-side problems found here (an unreadable cassette, a client that cannot
         // be built) are configuration errors: nothing has run yet.
         let mut model = registry::build(&r).map_err(ConfigError::Model)?;

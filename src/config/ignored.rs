@@ -233,7 +233,6 @@ mod tests {
                 "models[1].supports_vision",
                 "models[1].display_name",
                 "models[2].thinking",
-                "models[4].when_thinking_enabled",
             ]
         );
     }
@@ -275,9 +274,6 @@ mod tests {
                 "summarization.trigger.x",
                 "summarization.skill_file_read_tool_names",
                 "tool_output.preview_head_chars",
-                "models[0].supports_thinking",
-                "models[0].when_thinking_enabled",
-                "models[0].extra_body",
             ]
         );
     }

@@ -570,3 +570,20 @@ fn summarization_and_tool_output_values_are_checked_with_their_key_paths() {
     assert_eq!(ok.config.models[0].context_window, Some(8000));
     assert!(ok.ignored.is_empty(), "{:?}", ok.ignored);
 }
+
+#[test]
+fn a_thinking_budget_must_be_below_max_tokens() {
+    let entry = |max: u64| {
+        format!(
+            "models:\n  - name: c\n    use: anthropic\n    model: claude\n    max_tokens: {max}\n    \
+             supports_thinking: true\n    when_thinking_enabled: {{thinking: {{type: enabled, budget_tokens: 4096}}}}\n"
+        )
+    };
+    let e = err_text(load_text(&entry(4096), &[], &Env::empty()));
+    assert!(
+        e.contains("models[0].when_thinking_enabled.thinking.budget_tokens")
+            && e.contains("less than max_tokens (4096)"),
+        "{e}"
+    );
+    assert!(load_text(&entry(16000), &[], &Env::empty()).is_ok());
+}

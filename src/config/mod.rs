@@ -39,7 +39,9 @@ pub use models::{
 };
 #[cfg(test)]
 pub(crate) use providers::testing;
-pub use providers::{base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers};
+pub use providers::{
+    base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers, ThinkingSettings,
+};
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
 pub use schema::McpServerEntry;
 pub use schema::{

@@ -8,7 +8,7 @@ use super::deerflow::{is_ollama, unsupported};
 use super::env::{expand, unset_message, var_name, Env};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
-use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers};
+use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers, ThinkingSettings};
 use super::schema::{Config, ModelEntry, Price};
 
 /// langchain_ollama's default server.
@@ -269,6 +269,14 @@ fn entry_http(
     http.request_timeout = secs(m.timeout);
     http.stream_idle_timeout = secs(m.stream_idle_timeout);
     http.max_retries = m.max_retries;
+    http.reasoning_effort = m.reasoning_effort.clone().filter(|e| !e.trim().is_empty());
+    http.extra_body = m.extra_body.clone();
+    http.thinking = ThinkingSettings {
+        supported: m.supports_thinking,
+        requested: None,
+        when_enabled: m.when_thinking_enabled.clone().unwrap_or_default(),
+        when_disabled: m.when_thinking_disabled.clone().unwrap_or_default(),
+    };
     Ok(http)
 }
 

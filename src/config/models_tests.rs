@@ -286,3 +286,82 @@ fn set_can_pick_the_model_entry_fields() {
         "other"
     );
 }
+
+/// The model entry of DeerFlow's example config that starts with `- name: NAME`,
+/// uncommented.
+fn deerflow_example_entry(name: &str) -> String {
+    let text = include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
+    let start = format!("  # - name: {name}\n");
+    let at = text.find(&start).expect("the example has the entry");
+    text[at..]
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| format!("  {}\n", l.trim_start().trim_start_matches("# ")))
+        .collect()
+}
+
+#[test]
+fn deerflow_thinking_keys_are_read_and_resolved() {
+    let text = format!(
+        "models:\n{}{}",
+        deerflow_example_entry("doubao-seed-1.8"),
+        deerflow_example_entry("claude-sonnet-4")
+    );
+    let env = Env::from_pairs([("VOLCENGINE_API_KEY", "k"), ("ANTHROPIC_API_KEY", "k")]);
+    let (dir, l) = loaded(&text, &env);
+    for read in [
+        "supports_thinking",
+        "when_thinking_enabled",
+        "when_thinking_disabled",
+    ] {
+        assert!(
+            !l.ignored.iter().any(|k| k.ends_with(read)),
+            "{read}: {:?}",
+            l.ignored
+        );
+    }
+    assert!(l.ignored.iter().any(|k| k == "models[0].supports_vision"));
+    let http = |name: &str| {
+        resolve_model_with(&l, name, dir.path(), &env)
+            .unwrap()
+            .http
+            .unwrap()
+    };
+    let doubao = http("doubao-seed-1.8");
+    assert!(doubao.thinking.supported && doubao.thinking.is_on());
+    assert_eq!(
+        serde_json::Value::Object(doubao.thinking.active().clone()),
+        serde_json::json!({"extra_body": {"thinking": {"type": "enabled"}}})
+    );
+    let mut claude = http("claude-sonnet-4");
+    assert_eq!(
+        serde_json::Value::Object(claude.thinking.active().clone()),
+        serde_json::json!({"thinking": {"type": "enabled", "budget_tokens": 4096}})
+    );
+    claude.thinking.requested = Some(false);
+    assert_eq!(
+        serde_json::Value::Object(claude.thinking.active().clone()),
+        serde_json::json!({"thinking": {"type": "disabled"}})
+    );
+}
+
+#[test]
+fn reasoning_effort_and_extra_body_are_carried() {
+    let (dir, l) = loaded(
+        "models: [{name: o, model: o3, base_url: 'http://127.0.0.1:1/v1', reasoning_effort: low, extra_body: {top_k: 5}}, {name: p, model: m, base_url: 'http://127.0.0.1:1/v1', reasoning_effort: ''}]",
+        &Env::empty(),
+    );
+    assert!(l.ignored.is_empty(), "{:?}", l.ignored);
+    let o = resolve_model_with(&l, "o", dir.path(), &Env::empty())
+        .unwrap()
+        .http
+        .unwrap();
+    assert_eq!(o.reasoning_effort.as_deref(), Some("low"));
+    assert_eq!(o.extra_body["top_k"], serde_json::json!(5));
+    assert!(!o.thinking.supported && !o.thinking.is_on());
+    let p = resolve_model_with(&l, "p", dir.path(), &Env::empty())
+        .unwrap()
+        .http
+        .unwrap();
+    assert_eq!(p.reasoning_effort, None);
+}

@@ -5,6 +5,7 @@
 //! class mapping and `config check` read only those rows. So a new provider is a row
 //! there and a client file beside it, and config stays a leaf that imports nothing.
 
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// One provider as config sees it: the name `use:` and `--model PROVIDER:…` accept, where
@@ -149,9 +150,62 @@ pub struct HttpSettings {
     /// Silence in a stream longer than this fails the request.
     pub stream_idle_timeout: Duration,
     pub max_retries: u32,
+    /// Sent as OpenAI's `reasoning_effort`; also marks the model as a reasoning model.
+    pub reasoning_effort: Option<String>,
+    /// The model's own `extra_body`, merged into every request.
+    pub extra_body: Map<String, Value>,
+    pub thinking: ThinkingSettings,
+}
+
+/// A model's thinking configuration (contract §10) and the run's `--thinking` choice.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThinkingSettings {
+    pub supported: bool,
+    /// `--thinking on|off`; `None` is the model's default (on when supported).
+    pub requested: Option<bool>,
+    pub when_enabled: Map<String, Value>,
+    pub when_disabled: Map<String, Value>,
+}
+
+impl ThinkingSettings {
+    /// Thinking is on only for a model that supports it: `--thinking on` cannot make a
+    /// model think that was not configured to.
+    pub fn is_on(&self) -> bool {
+        self.supported && self.requested.unwrap_or(true)
+    }
+
+    /// The map to merge into each request body now.
+    pub fn active(&self) -> &Map<String, Value> {
+        if self.is_on() {
+            &self.when_enabled
+        } else {
+            &self.when_disabled
+        }
+    }
 }
 
 impl HttpSettings {
+    /// Merges the model's `extra_body` and the active thinking map into a request body
+    /// built by a provider: the thinking map's `extra_body` entries and its other keys go to
+    /// the top level. Later wins: the built body, then `extra_body`, then thinking.
+    pub fn merge_extra_body(&self, body: &mut Map<String, Value>) {
+        for (key, value) in &self.extra_body {
+            body.insert(key.clone(), value.clone());
+        }
+        for (key, value) in self.thinking.active() {
+            match (key.as_str(), value) {
+                ("extra_body", Value::Object(inner)) => {
+                    for (k, v) in inner {
+                        body.insert(k.clone(), v.clone());
+                    }
+                }
+                _ => {
+                    body.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
     pub fn new(
         model: impl Into<String>,
         base_url: impl Into<String>,
@@ -167,6 +221,9 @@ impl HttpSettings {
             connect_timeout: Duration::from_secs(10),
             stream_idle_timeout: Duration::from_secs(120),
             max_retries: 3,
+            reasoning_effort: None,
+            extra_body: Map::new(),
+            thinking: ThinkingSettings::default(),
         }
     }
 }

@@ -77,6 +77,22 @@ pub struct ModelEntry {
     /// Prompt + completion capacity in tokens; drives `fraction` sizes of summarization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// The model can think / reason: `--thinking` applies, and thinking is on by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub supports_thinking: bool,
+    /// Merged into each request body while thinking is on: its `extra_body` map at the top
+    /// level, any other key as a body key (DeerFlow's / LangChain's meaning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_thinking_enabled: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The same while thinking is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_thinking_disabled: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `low`, `medium`, `high`, …: sent as OpenAI's `reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Merged at the top level of every request body of this model.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `config show` prints the provider's name.

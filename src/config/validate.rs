@@ -131,6 +131,31 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
                 }
             }
         }
+        thinking_budget(m, &at, problems);
+    }
+}
+
+/// Anthropic rejects a thinking budget that is not below the output limit (HTTP 400 on
+/// every call), so it is a configuration error here.
+fn thinking_budget(m: &super::schema::ModelEntry, at: &KeyPath, problems: &mut Vec<Problem>) {
+    let budget = m
+        .when_thinking_enabled
+        .as_ref()
+        .and_then(|w| w.get("thinking"))
+        .and_then(|t| t.get("budget_tokens"))
+        .and_then(serde_json::Value::as_u64);
+    if let (true, Some(budget), Some(max)) = (m.supports_thinking, budget, m.max_tokens) {
+        if budget >= max {
+            problems.push((
+                at.key("when_thinking_enabled")
+                    .key("thinking")
+                    .key("budget_tokens"),
+                format!(
+                    "{budget} must be less than max_tokens ({max}): the thinking budget is \
+                     part of the output limit"
+                ),
+            ));
+        }
     }
 }
 

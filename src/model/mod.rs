@@ -175,6 +175,30 @@ pub struct ModelResponse {
     pub reasoning: Reasoning,
 }
 
+/// Why a response ended, as far as the agent loop cares (contract §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    /// A natural end, tool calls, or a reason deerflow does not know.
+    Normal,
+    /// Cut at the output limit: OpenAI `length`, Anthropic `max_tokens`.
+    OutputLimit,
+    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`.
+    ContentFilter,
+}
+
+impl ModelResponse {
+    pub fn stop_kind(&self) -> StopKind {
+        let Some(reason) = &self.finish_reason else {
+            return StopKind::Normal;
+        };
+        match reason.to_ascii_lowercase().as_str() {
+            "length" | "max_tokens" | "max_output_tokens" => StopKind::OutputLimit,
+            "content_filter" | "refusal" | "safety" => StopKind::ContentFilter,
+            _ => StopKind::Normal,
+        }
+    }
+}
+
 /// Which agent makes a call; replay cassettes script per agent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum AgentId {
@@ -397,6 +421,32 @@ mod tests {
             message: "invalid_request_error: prompt is too long: 9 tokens > 8 maximum".into(),
         };
         assert!(stream.is_context_overflow());
+    }
+
+    #[test]
+    fn stop_kinds_of_what_providers_say() {
+        let kind = |reason: Option<&str>| {
+            ModelResponse {
+                finish_reason: reason.map(str::to_string),
+                ..Default::default()
+            }
+            .stop_kind()
+        };
+        for r in ["length", "max_tokens", "MAX_TOKENS"] {
+            assert_eq!(kind(Some(r)), StopKind::OutputLimit, "{r}");
+        }
+        for r in ["content_filter", "refusal", "SAFETY"] {
+            assert_eq!(kind(Some(r)), StopKind::ContentFilter, "{r}");
+        }
+        for r in [
+            None,
+            Some("stop"),
+            Some("tool_calls"),
+            Some("end_turn"),
+            Some("tool_use"),
+        ] {
+            assert_eq!(kind(r), StopKind::Normal, "{r:?}");
+        }
     }
 
     #[test]

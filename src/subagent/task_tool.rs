@@ -320,7 +320,7 @@ impl TaskObserver {
 }
 
 impl Observer for TaskObserver {
-    fn assistant(&self, text: Option<&str>, calls: &[ToolCall]) {
+    fn assistant(&self, text: Option<&str>, reasoning: Option<&str>, calls: &[ToolCall]) {
         let tool_calls = calls
             .iter()
             .map(|c| TaskToolCall {
@@ -332,6 +332,7 @@ impl Observer for TaskObserver {
         self.emit(TaskMessage::Assistant {
             text: text.unwrap_or("").to_string(),
             tool_calls,
+            reasoning: reasoning.map(str::to_string),
         });
     }
 

@@ -580,6 +580,7 @@ mod tests {
         let calls = TaskMessage::Assistant {
             text: String::new(),
             tool_calls: vec![call("a", "glob"), call("b", "grep")],
+            reasoning: None,
         };
         s.apply(&inside("t1", running("t1", calls, 420)), t0);
         assert_eq!(

@@ -217,6 +217,7 @@ async fn schema_covers_every_event_type() {
     let want: BTreeSet<String> = [
         "run_started",
         "message",
+        "reasoning",
         "tool_call",
         "tool_result",
         "task_queued",
@@ -237,7 +238,7 @@ async fn schema_covers_every_event_type() {
     .map(String::from)
     .collect();
     assert_eq!(got, want);
-    assert_eq!(branches.len(), 17);
+    assert_eq!(branches.len(), 18);
     // Every branch requires the common fields, itself or through the root's `required`
     // (which applies to every line next to `oneOf`).
     let names = |s: &Value| -> Vec<String> {

@@ -21,4 +21,5 @@ mod sandbox;
 mod signals;
 mod subagents;
 mod subagents_http;
+mod thinking;
 mod tools_cli;

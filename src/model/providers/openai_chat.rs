@@ -457,6 +457,19 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_reasoning_delta_is_reasoning_too() {
+        // OpenRouter's and Groq's spelling.
+        let r = parse(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"Think\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"ing.\",\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ))
+        .await;
+        assert_eq!(r.reasoning.text.as_deref(), Some("Thinking."));
+        assert_eq!(r.text.as_deref(), Some("Hi"));
+    }
+
     #[test]
     fn a_non_streamed_answer_keeps_reasoning_and_extra_fields() {
         let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {

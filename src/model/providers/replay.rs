@@ -13,7 +13,7 @@ use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::{
     AgentId, BoxFuture, CallContext, CallPurpose, ChatModel, ChatRequest, ModelError, ModelLimits,
-    ModelResponse, ToolCall, Usage,
+    ModelResponse, Reasoning, ToolCall, Usage,
 };
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -39,6 +39,16 @@ pub struct ScriptedResponse {
     pub delay_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ScriptedError>,
+    /// Reasoning text the model returned (a `reasoning` event on replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Provider blocks kept for later requests (Anthropic `thinking` with its signature).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_blocks: Vec<Value>,
+    /// Why the response ended (`length`, `content_filter`, …); absent: `stop`, or
+    /// `tool_calls` when it has calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -48,6 +58,9 @@ pub struct ScriptedCall {
     pub name: String,
     #[serde(default = "empty_object")]
     pub arguments: Value,
+    /// Fields the provider added to the call, sent back unchanged.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, Value>,
 }
 
 fn empty_object() -> Value {
@@ -186,7 +199,9 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
                 Value::String(text) => text.clone(),
                 other => other.to_string(),
             };
-            ToolCall::from_raw(id, c.name.clone(), &raw)
+            let mut call = ToolCall::from_raw(id, c.name.clone(), &raw);
+            call.extra = c.extra.clone();
+            call
         })
         .collect::<Vec<_>>();
     let usage = r.usage.as_ref().map(|u| {
@@ -206,8 +221,11 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         text: r.text.clone().filter(|t| !t.is_empty()),
         tool_calls,
         usage,
-        finish_reason: Some(finish.into()),
-        reasoning: Default::default(),
+        finish_reason: Some(r.finish_reason.clone().unwrap_or_else(|| finish.into())),
+        reasoning: Reasoning {
+            text: r.reasoning.clone(),
+            blocks: r.reasoning_blocks.clone(),
+        },
     }
 }
 
@@ -330,6 +348,7 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
                     Some(raw) => Value::String(raw.clone()),
                     None => c.arguments.clone(),
                 },
+                extra: c.extra.clone(),
             })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {
@@ -340,6 +359,13 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
         }),
         delay_ms: None,
         error: None,
+        reasoning: r.reasoning.text.clone(),
+        reasoning_blocks: r.reasoning.blocks.clone(),
+        // The two a replay derives itself are left out.
+        finish_reason: r
+            .finish_reason
+            .clone()
+            .filter(|f| f != "stop" && f != "tool_calls"),
     }
 }
 
@@ -515,6 +541,36 @@ mod tests {
         assert_eq!(c.lead.len(), 2);
         assert_eq!(c.lead[0].tool_calls[0].id.as_deref(), Some("call_1_1"));
         assert_eq!(c.lead[1].usage.as_ref().unwrap().total_tokens, Some(940));
+    }
+
+    #[tokio::test]
+    async fn reasoning_provider_fields_and_stop_reasons_are_recorded_and_replayed() {
+        let mut call = ToolCall::from_raw("c1".into(), "f".into(), "{}");
+        call.extra.insert(
+            "extra_content".into(),
+            json!({"google": {"thought_signature": "s"}}),
+        );
+        let recorded = ModelResponse {
+            text: Some("cut".into()),
+            tool_calls: vec![call],
+            usage: None,
+            finish_reason: Some("length".into()),
+            reasoning: Reasoning {
+                text: Some("hmm".into()),
+                blocks: vec![json!({"type": "thinking", "thinking": "hmm", "signature": "sig"})],
+            },
+        };
+        let scripted = from_response(&recorded);
+        let text = serde_json::to_string(&scripted).unwrap();
+        let back: ScriptedResponse = serde_json::from_str(&text).unwrap();
+        assert_eq!(to_response(&back, &req(AgentId::Lead, 0)), recorded);
+        // What a replay derives itself is not written.
+        let plain = from_response(&ModelResponse {
+            text: Some("hi".into()),
+            finish_reason: Some("stop".into()),
+            ..Default::default()
+        });
+        assert_eq!(serde_json::to_value(&plain).unwrap(), json!({"text": "hi"}));
     }
 
     #[tokio::test]

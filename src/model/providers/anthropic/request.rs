@@ -33,6 +33,11 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     if let Some(t) = settings.temperature {
         body.insert("temperature".into(), json!(t));
     }
+    settings.merge_extra_body(&mut body);
+    // Anthropic rejects a temperature other than 1 while thinking is enabled.
+    if body.get("thinking").and_then(|t| t.get("type")) == Some(&json!("enabled")) {
+        body.remove("temperature");
+    }
     Value::Object(body)
 }
 
@@ -192,8 +197,55 @@ mod tests {
         let body = request_body(&settings, &req);
         assert_eq!(body["max_tokens"], json!(100));
         assert_eq!(body["temperature"], json!(0.5));
-        for key in ["system", "tools", "tool_choice"] {
+        for key in ["system", "tools", "tool_choice", "thinking"] {
             assert!(body.get(key).is_none(), "{key}");
         }
+    }
+
+    #[test]
+    fn the_thinking_map_becomes_body_keys() {
+        let mut settings = HttpSettings::new("claude-x", "https://api.anthropic.com", None);
+        settings.max_tokens = Some(16000);
+        settings.extra_body = json!({"metadata": {"user_id": "u"}})
+            .as_object()
+            .unwrap()
+            .clone();
+        settings.thinking.supported = true;
+        settings.thinking.when_enabled =
+            json!({"thinking": {"type": "enabled", "budget_tokens": 10000}})
+                .as_object()
+                .unwrap()
+                .clone();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let body = request_body(&settings, &req);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 10000})
+        );
+        assert_eq!(body["metadata"], json!({"user_id": "u"}));
+        settings.thinking.requested = Some(false);
+        assert!(request_body(&settings, &req).get("thinking").is_none());
+    }
+
+    #[test]
+    fn no_temperature_while_thinking_is_enabled() {
+        let mut settings = HttpSettings::new("claude-x", "https://api.anthropic.com", None);
+        settings.temperature = Some(0.2);
+        settings.thinking.supported = true;
+        settings.thinking.when_enabled =
+            json!({"thinking": {"type": "enabled", "budget_tokens": 1024}})
+                .as_object()
+                .unwrap()
+                .clone();
+        settings.thinking.when_disabled = json!({"thinking": {"type": "disabled"}})
+            .as_object()
+            .unwrap()
+            .clone();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        assert!(request_body(&settings, &req).get("temperature").is_none());
+        settings.thinking.requested = Some(false);
+        let body = request_body(&settings, &req);
+        assert_eq!(body["temperature"], json!(0.2));
+        assert_eq!(body["thinking"], json!({"type": "disabled"}));
     }
 }

@@ -25,13 +25,39 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     body.insert("stream".into(), json!(true));
     // Without this, OpenAI (and llama-server) report no usage for streamed answers.
     body.insert("stream_options".into(), json!({"include_usage": true}));
+    // OpenAI's reasoning models reject `max_tokens` and `temperature` (HTTP 400).
+    let reasoning_model = is_reasoning_model(settings);
     if let Some(max) = settings.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
+        let key = if reasoning_model {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(key.into(), json!(max));
     }
-    if let Some(t) = settings.temperature {
+    if let Some(t) = settings.temperature.filter(|_| !reasoning_model) {
         body.insert("temperature".into(), json!(t));
     }
+    if let Some(effort) = &settings.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    settings.merge_extra_body(&mut body);
     Value::Object(body)
+}
+
+/// OpenAI's `o1`…`o4` and `gpt-5` families (also behind a gateway's `vendor/` prefix), or
+/// any model configured with a `reasoning_effort`.
+fn is_reasoning_model(settings: &HttpSettings) -> bool {
+    if settings.reasoning_effort.is_some() {
+        return true;
+    }
+    let id = settings.model.rsplit('/').next().unwrap_or_default();
+    let id = id.to_ascii_lowercase();
+    let family = |prefix: &str| {
+        id.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':', '_']))
+    };
+    ["o1", "o2", "o3", "o4", "gpt-5"].into_iter().any(family)
 }
 
 /// Structured output: the schema constrains the answer's text (tool calls stay possible),
@@ -201,6 +227,97 @@ mod tests {
         }
     }
 
+    fn body_of(settings: &HttpSettings) -> Value {
+        request_body(
+            settings,
+            &request(vec![Message::User("hi".into())], vec![], false),
+        )
+    }
+
+    #[test]
+    fn reasoning_models_get_max_completion_tokens_and_no_temperature() {
+        for model in [
+            "o1",
+            "o1-mini",
+            "o3-mini",
+            "o4-mini-2025-04-16",
+            "gpt-5",
+            "gpt-5-mini",
+            "gpt-5.1",
+            "openai/o3",
+            "GPT-5-nano",
+        ] {
+            let mut settings = HttpSettings::new(model, "http://x/v1", None);
+            settings.max_tokens = Some(64);
+            settings.temperature = Some(0.2);
+            let body = body_of(&settings);
+            assert_eq!(body["max_completion_tokens"], json!(64), "{model}");
+            for key in ["max_tokens", "temperature", "reasoning_effort"] {
+                assert!(body.get(key).is_none(), "{model}: {key}");
+            }
+        }
+        for model in [
+            "gpt-4o-mini",
+            "o10",
+            "oss-20b",
+            "gpt-50",
+            "qwen3",
+            "gpt-4.1",
+        ] {
+            let mut settings = HttpSettings::new(model, "http://x/v1", None);
+            settings.max_tokens = Some(64);
+            settings.temperature = Some(0.2);
+            let body = body_of(&settings);
+            assert_eq!(body["max_tokens"], json!(64), "{model}");
+            assert_eq!(body["temperature"], json!(0.2), "{model}");
+            assert!(body.get("max_completion_tokens").is_none(), "{model}");
+        }
+    }
+
+    #[test]
+    fn a_reasoning_effort_is_sent_and_makes_a_reasoning_model() {
+        let mut settings = HttpSettings::new("deepseek-v4", "http://x/v1", None);
+        settings.max_tokens = Some(64);
+        settings.temperature = Some(0.2);
+        settings.reasoning_effort = Some("high".into());
+        let body = body_of(&settings);
+        assert_eq!(body["reasoning_effort"], json!("high"));
+        assert_eq!(body["max_completion_tokens"], json!(64));
+        assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none());
+    }
+
+    #[test]
+    fn extra_body_and_the_thinking_map_are_merged_at_the_top_level() {
+        let map = |v: Value| v.as_object().unwrap().clone();
+        let mut settings = HttpSettings::new("deepseek-v4", "http://x/v1", None);
+        settings.extra_body = map(json!({"top_k": 20, "thinking": {"type": "auto"}}));
+        settings.thinking.when_enabled = map(json!({
+            "extra_body": {"thinking": {"type": "enabled"}},
+            "reasoning_effort": "high",
+        }));
+        settings.thinking.when_disabled =
+            map(json!({"extra_body": {"thinking": {"type": "disabled"}}}));
+        // Not supported: the disabled map applies, whatever was asked for.
+        for requested in [None, Some(true), Some(false)] {
+            settings.thinking.requested = requested;
+            let body = body_of(&settings);
+            assert_eq!(body["thinking"], json!({"type": "disabled"}));
+            assert_eq!(body["top_k"], json!(20));
+            assert!(body.get("reasoning_effort").is_none());
+        }
+        settings.thinking.supported = true;
+        for (requested, on) in [(None, true), (Some(true), true), (Some(false), false)] {
+            settings.thinking.requested = requested;
+            let body = body_of(&settings);
+            let kind = if on { "enabled" } else { "disabled" };
+            assert_eq!(body["thinking"], json!({"type": kind}), "{requested:?}");
+            assert_eq!(body["top_k"], json!(20));
+            assert_eq!(body.get("reasoning_effort").is_some(), on);
+            assert!(body.get("extra_body").is_none());
+            assert_eq!(body["stream"], json!(true));
+        }
+    }
+
     #[test]
     fn request_body_omits_empty_tools_and_unset_options() {
         let settings = HttpSettings::new("m", "http://x/v1", None);
@@ -215,6 +332,9 @@ mod tests {
             "max_tokens",
             "temperature",
             "response_format",
+            "max_completion_tokens",
+            "reasoning_effort",
+            "thinking",
         ] {
             assert!(!obj.contains_key(key), "{key}");
         }

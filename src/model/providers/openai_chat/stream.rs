@@ -35,6 +35,8 @@ struct Delta {
     /// DeepSeek, Qwen, llama.cpp, vLLM: the reasoning text, which goes back on the
     /// assistant message.
     reasoning_content: Option<String>,
+    /// OpenRouter, Groq and newer vLLM spell it `reasoning`.
+    reasoning: Option<String>,
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
@@ -203,7 +205,7 @@ impl OpenAiAssembler {
             self.kept += text.len();
             self.text.push_str(&text);
         }
-        if let Some(reasoning) = delta.reasoning_content {
+        if let Some(reasoning) = delta.reasoning_content.or(delta.reasoning) {
             self.kept += reasoning.len();
             self.reasoning.push_str(&reasoning);
         }
