@@ -106,3 +106,63 @@ for mode in on off; do
   curve=$(awk '{a[NR]=$1} END {printf "%s / %s / %s / %s MiB", a[int(NR/4)+1], a[int(NR/2)+1], a[int(3*NR/4)+1], a[NR]}' "$TMP/rss")
   echo "| summarization $mode | $curve | $(grep -c '"type":"context_compacted"' "$TMP/long.ndjson" || true) |"
 done
+
+# Large fan-outs (issue 13): wall, peak RSS and the RSS slope per task from 10k to 100k.
+echo
+echo "| replay tasks, --max-concurrent 64 | median wall | median peak RSS |"
+echo "|---|---|---|"
+for n in 10000 50000 100000; do
+  measure "$n tasks" "$BIN" run --json --max-tasks "$n" --max-concurrent 64 -m "replay:$TMP/fan$n.json" -C "$TMP" go | tee "$TMP/row$n"
+done
+slope=$(awk -F'|' '{gsub(/[^0-9.]/, "", $4); r[NR]=$4} END {printf "%.2f", (r[3]-r[1])*1024/90000}' "$TMP/row10000" "$TMP/row50000" "$TMP/row100000")
+echo
+echo "RSS slope 10k → 100k tasks: $slope KiB per task"
+
+# Event throughput to a file: lines of the 10k fan-out over its wall time, every line parsed.
+echo
+echo "| events to a file (10k fan-out, --json > file) | median events/s | lines |"
+echo "|---|---|---|"
+rates=()
+for _ in $(seq "$RUNS"); do
+  t0=$(date +%s%N)
+  "$BIN" run --json --max-tasks 10000 --max-concurrent 64 -m "replay:$TMP/fan10000.json" -C "$TMP" go > "$TMP/ev10k.ndjson"
+  t1=$(date +%s%N)
+  lines=$(wc -l < "$TMP/ev10k.ndjson")
+  rates+=("$(awk -v n="$lines" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n/((b-a)/1e9)}')")
+done
+python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$TMP/ev10k.ndjson" || { echo "invalid event line"; exit 1; }
+echo "| 10k fan-out | $(printf '%s\n' "${rates[@]}" | median) | $lines |"
+
+# grep/glob on a generated tree: TREE_FILES files of ~4 KB (default 100,000, ~400 MB) in
+# directories of 1000, one line of which holds the needle. Compared with ripgrep where it is
+# installed (`rg -n`, and `rg --files -g` for glob); skipped with a notice where it is not.
+TREE_FILES="${TREE_FILES:-100000}"
+python3 - "$TMP/tree" "$TREE_FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+line = "the quick brown fox jumps over the lazy dog while the harness keeps count\n"
+body = line * 55
+for i in range(n):
+    d = f"{root}/d{i // 1000:03d}"
+    if i % 1000 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(f"{d}/f{i}_{i % 100}.txt", "w") as f:
+        f.write(body)
+        if i == n // 2:
+            f.write("here is the needle_4d3f9a\n")
+PY
+echo
+echo "| search on $TREE_FILES files | deerflow median wall | rg median wall | ratio |"
+echo "|---|---|---|---|"
+got=$("$BIN" run --json -m "replay:$TMP/grep.json" -C "$TMP/tree" go | grep -c 'needle_4d3f9a' || true)
+[ "$got" -ge 1 ] || { echo "grep did not find the needle"; exit 1; }
+wall() { measure x "$@" | awk -F'|' '{gsub(/[^0-9.]/, "", $3); print $3}'; }
+for tool in grep glob; do
+  ours=$(wall "$BIN" run --json -m "replay:$TMP/$tool.json" -C "$TMP/tree" go)
+  if command -v rg >/dev/null; then
+    if [ "$tool" = grep ]; then theirs=$(cd "$TMP/tree" && wall rg -n needle_4d3f9a .); else theirs=$(cd "$TMP/tree" && wall rg --files -g '*_77.txt' .); fi
+    echo "| $tool | $ours s | $theirs s | $(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f×", a/b}') |"
+  else
+    echo "| $tool | $ours s | (rg not installed: apt-get install ripgrep) | |"
+  fi
+done

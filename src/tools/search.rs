@@ -2,15 +2,19 @@
 //! Both walk without following symlinks, so a link cannot lead a search outside the workspace.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex, PoisonError};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
+use ignore::WalkState;
 use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::args::{lenient, spec, with_args, Count};
-use super::fs::{decode_text, resolve, IGNORED_DIRS};
+use super::fs::{decode_text, looks_binary, resolve, IGNORED_DIRS};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::{Access, Workspace};
@@ -24,19 +28,61 @@ const GREP_MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Matched lines are cut to this many characters.
 const GREP_LINE_CHARS: usize = 200;
 
-/// A recursive walk of `root` that never follows symlinks and skips [`IGNORED_DIRS`].
+/// A search stopped because the calling agent was cancelled (or timed out).
+#[derive(Debug, PartialEq, Eq)]
+struct Cancelled;
+
+impl Cancelled {
+    fn output(self) -> ToolOutput {
+        ToolOutput::error("Error: search cancelled")
+    }
+}
+
+/// Threads for one walk or search: a few are enough to keep the disk and the regex busy, and
+/// the machine is shared with the agent's other work.
+fn search_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// A parallel recursive walk of `root` that never follows symlinks and skips [`IGNORED_DIRS`],
+/// keeping what `keep` makes of each entry, in no particular order (callers sort).
 /// `.gitignore` is deliberately not honoured: agents look for generated files too.
-fn walk(root: &Path) -> impl Iterator<Item = ignore::DirEntry> {
+/// Every entry checks `cancel`, so a walk of a huge tree stops soon after it fires.
+fn walk<T, F>(root: &Path, cancel: &CancellationToken, keep: F) -> Result<Vec<T>, Cancelled>
+where
+    T: Send,
+    F: Fn(ignore::DirEntry) -> Option<T> + Sync,
+{
+    let (tx, rx) = mpsc::channel();
+    let keep = &keep;
     ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .follow_links(false)
+        .threads(search_threads())
         .filter_entry(|e| {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             !(is_dir && e.depth() > 0 && IGNORED_DIRS.iter().any(|d| e.file_name() == *d))
         })
-        .build()
-        // Unreadable entries (permissions, races) are skipped rather than failing the search.
-        .filter_map(Result::ok)
+        .build_parallel()
+        .run(|| {
+            let tx = tx.clone();
+            Box::new(move |entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                // Unreadable entries (permissions, races) are skipped rather than failing the search.
+                if let Some(item) = entry.ok().and_then(keep) {
+                    // The receiver lives until the walk is over, so a send cannot fail.
+                    let _ = tx.send(item);
+                }
+                WalkState::Continue
+            })
+        });
+    drop(tx);
+    if cancel.is_cancelled() {
+        return Err(Cancelled);
+    }
+    Ok(rx.into_iter().collect())
 }
 
 /// Resolves an optional search root (default: the workspace).
@@ -129,8 +175,14 @@ impl Tool for GlobTool {
                 Err(e) => return e,
             };
             let ws = ctx.workspace.clone();
-            blocking(move || ToolOutput::ok(glob_paths(&ws, &root, &matcher, include_dirs, max)))
-                .await
+            let cancel = ctx.cancel.clone();
+            blocking(
+                move || match glob_paths(&ws, &root, &matcher, include_dirs, max, &cancel) {
+                    Ok(text) => ToolOutput::ok(text),
+                    Err(c) => c.output(),
+                },
+            )
+            .await
         })
     }
 }
@@ -141,21 +193,23 @@ fn glob_paths(
     matcher: &GlobMatcher,
     include_dirs: bool,
     max: usize,
-) -> String {
-    let mut found: Vec<String> = Vec::new();
-    for entry in walk(root) {
+    cancel: &CancellationToken,
+) -> Result<String, Cancelled> {
+    let mut found = walk(root, cancel, |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if entry.depth() == 0 || (is_dir && !include_dirs) {
-            continue;
+            return None;
         }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        if matcher.is_match(rel) {
+        let rel = entry.path().strip_prefix(root).ok()?;
+        matcher.is_match(rel).then(|| {
             let shown = ws.display_path(entry.path());
-            found.push(if is_dir { format!("{shown}/") } else { shown });
-        }
-    }
+            if is_dir {
+                format!("{shown}/")
+            } else {
+                shown
+            }
+        })
+    })?;
     found.sort();
     let mut out = format!(
         "Found {} paths under {}",
@@ -171,7 +225,7 @@ fn glob_paths(
             found.len() - max
         ));
     }
-    out
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,7 +286,8 @@ impl Tool for GrepTool {
                 Err(e) => return e,
             };
             let ws = ctx.workspace.clone();
-            blocking(move || query.run(&ws)).await
+            let cancel = ctx.cancel.clone();
+            blocking(move || query.run(&ws, &cancel).unwrap_or_else(Cancelled::output)).await
         })
     }
 }
@@ -240,6 +295,9 @@ impl Tool for GrepTool {
 struct GrepQuery {
     pattern: String,
     regex: Regex,
+    /// Finds the files that may match in one pass over their bytes; `None` when the pattern
+    /// could match a line on its own but not inside the whole file (see [`prefilter`]).
+    prefilter: Option<regex::bytes::Regex>,
     root: PathBuf,
     /// The file filter and whether it applies to the file name (no '/' in the glob).
     filter: Option<(GlobMatcher, bool)>,
@@ -258,6 +316,7 @@ impl GrepQuery {
             .case_insensitive(!args.case_sensitive)
             .build()
             .map_err(|e| ToolOutput::error(format!("Error: invalid regex: {e}")))?;
+        let prefilter = prefilter(&source, args.case_sensitive);
         let filter = match args.glob.as_deref().filter(|g| !g.is_empty()) {
             None => None,
             Some(g) => {
@@ -271,6 +330,7 @@ impl GrepQuery {
         Ok(GrepQuery {
             pattern,
             regex,
+            prefilter,
             root,
             filter,
             max,
@@ -288,46 +348,134 @@ impl GrepQuery {
             .is_ok_and(|rel| matcher.is_match(rel))
     }
 
-    fn run(&self, ws: &Workspace) -> ToolOutput {
+    fn run(&self, ws: &Workspace, cancel: &CancellationToken) -> Result<ToolOutput, Cancelled> {
         if self.root.is_file() {
             if let Err(refusal) = check_named_file(ws, &self.root) {
-                return refusal;
+                return Ok(refusal);
             }
         }
-        let mut files: Vec<PathBuf> = walk(&self.root)
-            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-            .map(ignore::DirEntry::into_path)
-            .filter(|p| self.wants(p))
-            .collect();
+        let mut files = walk(&self.root, cancel, |e| {
+            let keep = e.file_type().is_some_and(|t| t.is_file()) && self.wants(e.path());
+            keep.then(|| e.into_path())
+        })?;
         files.sort();
-        let found = self.search(&files);
-        ToolOutput::ok(self.report(ws, found))
+        let found = self.search(&files, cancel)?;
+        Ok(ToolOutput::ok(self.report(ws, found)))
     }
 
-    /// Matching lines of `files` in order, up to `max`.
-    fn search<'f>(&self, files: &'f [PathBuf]) -> Found<'f> {
+    /// Matching lines of `files` in order, up to `max`. Files are searched in parallel, taken
+    /// in order; once the files searched without a gap hold more than `max` lines the rest is
+    /// left alone, so the answer is the one a search file by file would give.
+    fn search<'f>(
+        &self,
+        files: &'f [PathBuf],
+        cancel: &CancellationToken,
+    ) -> Result<Found<'f>, Cancelled> {
+        let next = AtomicUsize::new(0);
+        let enough = AtomicBool::new(false);
+        let progress = Mutex::new(Progress {
+            results: files.iter().map(|_| None).collect(),
+            done: 0,
+            hits: 0,
+        });
+        let worker = || {
+            // One buffer per thread: files are at most 1 MB, read into memory they already
+            // hold (mmap costs more than it saves on files this small).
+            let mut buf = Vec::new();
+            while !enough.load(Ordering::Relaxed) && !cancel.is_cancelled() {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(file) = files.get(i) else { break };
+                let result = self.search_file(file, &mut buf);
+                let mut p = progress.lock().unwrap_or_else(PoisonError::into_inner);
+                p.results[i] = Some(result);
+                while let Some(Some(done)) = p.results.get(p.done) {
+                    let n = match done {
+                        FileResult::Hits(hits) => hits.len(),
+                        FileResult::TooLarge | FileResult::Nothing => 0,
+                    };
+                    p.hits += n;
+                    p.done += 1;
+                }
+                if p.hits > self.max {
+                    enough.store(true, Ordering::Relaxed);
+                }
+            }
+        };
+        let threads = search_threads().min(files.len());
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(worker);
+            }
+            worker();
+        });
+        if cancel.is_cancelled() {
+            return Err(Cancelled);
+        }
+        let results = progress
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .results;
         let mut found = Found::default();
-        for file in files {
-            let text = match read_searchable(file) {
-                Searchable::Text(text) => text,
-                Searchable::TooLarge(_) => {
-                    found.too_large.push(file);
-                    continue;
+        // Every file before the cut was searched, so the first gap comes after it.
+        for (file, result) in files.iter().zip(results) {
+            match result {
+                None => break,
+                Some(FileResult::Nothing) => {}
+                Some(FileResult::TooLarge) => found.too_large.push(file),
+                Some(FileResult::Hits(hits)) => {
+                    for (n, line) in hits {
+                        if found.hits.len() == self.max {
+                            found.cut = true;
+                            return Ok(found);
+                        }
+                        found.hits.push((file, n, line));
+                    }
                 }
-                Searchable::Skip => continue,
-            };
-            for (n, line) in text.lines().enumerate() {
-                if !self.regex.is_match(line) {
-                    continue;
-                }
-                if found.hits.len() == self.max {
-                    found.cut = true;
-                    return found;
-                }
-                found.hits.push((file, n + 1, clip_line(line)));
             }
         }
-        found
+        Ok(found)
+    }
+
+    /// One file's matching lines (at most `max + 1`: more are never shown).
+    fn search_file(&self, path: &Path, buf: &mut Vec<u8>) -> FileResult {
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return FileResult::Nothing;
+        };
+        let Ok(meta) = file.metadata() else {
+            return FileResult::Nothing;
+        };
+        if meta.len() > GREP_MAX_FILE_BYTES {
+            return FileResult::TooLarge;
+        }
+        buf.clear();
+        if std::io::Read::read_to_end(&mut file, buf).is_err() {
+            return FileResult::Nothing;
+        }
+        // Most files do not match: one scan of the bytes settles them, before any check of
+        // whether they are text (a binary or non-UTF-8 file shows nothing either way).
+        if let Some(pre) = &self.prefilter {
+            if !pre.is_match(buf) {
+                return FileResult::Nothing;
+            }
+        }
+        if looks_binary(buf) {
+            return FileResult::Nothing;
+        }
+        let Ok(text) = std::str::from_utf8(buf) else {
+            return FileResult::Nothing;
+        };
+        let hits: Vec<(usize, String)> = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| self.regex.is_match(line))
+            .take(self.max + 1)
+            .map(|(n, line)| (n + 1, clip_line(line)))
+            .collect();
+        if hits.is_empty() {
+            FileResult::Nothing
+        } else {
+            FileResult::Hits(hits)
+        }
     }
 
     fn report(&self, ws: &Workspace, found: Found<'_>) -> String {
@@ -365,6 +513,48 @@ struct Found<'f> {
     too_large: Vec<&'f Path>,
 }
 
+/// What grep found in one file.
+enum FileResult {
+    /// Matching lines: (line number, clipped line).
+    Hits(Vec<(usize, String)>),
+    /// Over [`GREP_MAX_FILE_BYTES`]: named in the report as not searched.
+    TooLarge,
+    /// No match, or binary, not UTF-8, or unreadable.
+    Nothing,
+}
+
+/// The parallel search's shared state: each file's result by index, and how many files from
+/// the first are done without a gap, with their matching lines.
+struct Progress {
+    results: Vec<Option<FileResult>>,
+    done: usize,
+    hits: usize,
+}
+
+/// A regex that matches somewhere in a file whenever `source` matches one of its lines, so a
+/// file it does not match can be passed over without splitting it into lines. It is `source`
+/// with `^`/`$` at line boundaries (`\r\n` too, as `str::lines` strips the `\r`); whatever it
+/// matches more is checked line by line. Patterns that pin a match to the whole haystack
+/// (`\A`, `\z`) or turn those modes off (`(?-m)`, `(?-R)`) get no prefilter.
+fn prefilter(source: &str, case_sensitive: bool) -> Option<regex::bytes::Regex> {
+    let pins = source.contains("\\A") || source.contains("\\z");
+    let turns_off = source.match_indices("(?").any(|(i, _)| {
+        source[i + 2..]
+            .chars()
+            .find(|c| !c.is_ascii_alphabetic())
+            .is_some_and(|c| c == '-')
+    });
+    if pins || turns_off {
+        return None;
+    }
+    regex::bytes::RegexBuilder::new(source)
+        .case_insensitive(!case_sensitive)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+        .ok()
+}
+
 /// How many skipped files are named before the rest is summed up as `…`.
 const SKIPPED_NAMES_SHOWN: usize = 5;
 
@@ -391,7 +581,7 @@ fn skipped_note(ws: &Workspace, files: &[&Path]) -> String {
 fn check_named_file(ws: &Workspace, file: &Path) -> Result<(), ToolOutput> {
     let shown = ws.display_path(file);
     match read_searchable(file) {
-        Searchable::Text(_) => Ok(()),
+        Searchable::Text => Ok(()),
         Searchable::TooLarge(len) => Err(ToolOutput::error(format!(
             "Error: {shown} is {len} bytes; grep does not search files over 1 MB. Use read_file \
              with start_line/end_line, or bash if it is allowed"
@@ -404,7 +594,7 @@ fn check_named_file(ws: &Workspace, file: &Path) -> Result<(), ToolOutput> {
 
 /// What grep can do with one file.
 enum Searchable {
-    Text(String),
+    Text,
     /// Over [`GREP_MAX_FILE_BYTES`]; the size in bytes.
     TooLarge(u64),
     /// Binary, not UTF-8, or unreadable.
@@ -419,7 +609,7 @@ fn read_searchable(path: &Path) -> Searchable {
         return Searchable::TooLarge(meta.len());
     }
     match std::fs::read(path).ok().and_then(decode_text) {
-        Some(text) => Searchable::Text(text),
+        Some(_) => Searchable::Text,
         None => Searchable::Skip,
     }
 }
@@ -598,6 +788,120 @@ mod tests {
                     .to_string()
             )
         );
+    }
+
+    #[test]
+    fn walk_stops_when_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..20 {
+            let sub = dir.path().join(format!("d{d}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..100 {
+                std::fs::write(sub.join(format!("{f}.txt")), "x").unwrap();
+            }
+        }
+        let cancel = CancellationToken::new();
+        let seen = AtomicUsize::new(0);
+        let got = walk(dir.path(), &cancel, |_| {
+            // The agent is cancelled while the walk is under way.
+            if seen.fetch_add(1, Ordering::SeqCst) == 10 {
+                cancel.cancel();
+            }
+            Some(())
+        });
+        assert_eq!(got, Err(Cancelled));
+        let seen = seen.into_inner();
+        assert!(
+            seen < 1000,
+            "the walk went on after the cancel: {seen} entries"
+        );
+        let all = walk(dir.path(), &CancellationToken::new(), |_| Some(())).unwrap();
+        assert_eq!(all.len(), 2021);
+    }
+
+    #[tokio::test]
+    async fn cancelled_searches_say_so() {
+        let dir = tree();
+        let c = ctx(dir.path());
+        c.cancel.cancel();
+        let want = (E, "Error: search cancelled".to_string());
+        assert_eq!(run(&GrepTool, &c, json!({"pattern": "hello"})).await, want);
+        assert_eq!(run(&GlobTool, &c, json!({"pattern": "**"})).await, want);
+    }
+
+    /// The parallel search gives what a search file by file would: the first `max` lines in
+    /// path order, the cut, and only the large files before the cut.
+    #[tokio::test]
+    async fn grep_stops_at_max_results_in_path_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "x".repeat(1024 * 1024 + 1);
+        for i in 0..400 {
+            let name = format!("f{i:03}.txt");
+            if i % 50 == 7 {
+                std::fs::write(dir.path().join(name), &big).unwrap();
+            } else {
+                std::fs::write(
+                    dir.path().join(name),
+                    format!("a\nhit {i}\nhit again {i}\n"),
+                )
+                .unwrap();
+            }
+        }
+        let c = ctx(dir.path());
+        let (status, text) =
+            run(&GrepTool, &c, json!({"pattern": "hit", "max_results": 120})).await;
+        assert_eq!(status, O);
+        let mut want: Vec<String> = (0..400)
+            .filter(|i| i % 50 != 7)
+            .flat_map(|i| {
+                [
+                    format!("f{i:03}.txt:2: hit {i}"),
+                    format!("f{i:03}.txt:3: hit again {i}"),
+                ]
+            })
+            .take(120)
+            .collect();
+        want.push(
+            "... stopped at 120 matches (max_results); narrow the search or raise max_results"
+                .into(),
+        );
+        want.push("(skipped 2 files over 1 MB: f007.txt, f057.txt; use read_file with start_line/end_line)".into());
+        assert_eq!(text, want.join("\n"));
+    }
+
+    /// Every line the pattern matches on its own is in a file the prefilter matches.
+    #[test]
+    fn prefilter_never_passes_over_a_matching_file() {
+        let text = "first\r\nab\r\n\nword end\nlast\r";
+        let patterns = [
+            "^ab$", "b$", "^$", "\\bend$", "^word", "t$", "^last\r$", "st\r", "\\Bnd", "(?i)^AB",
+            "(?:ab)$", "[^x]$", "\\s$",
+        ];
+        for p in patterns {
+            let line_re = Regex::new(p).unwrap();
+            let matches_a_line = text.lines().any(|l| line_re.is_match(l));
+            let pre = prefilter(p, true).unwrap_or_else(|| panic!("{p}: no prefilter"));
+            assert!(!matches_a_line || pre.is_match(text.as_bytes()), "{p}");
+        }
+        for p in ["\\Afirst", "last\\z", "(?-m)^ab", "(?i-R)b$", "(?x-m)^ab"] {
+            assert!(prefilter(p, true).is_none(), "{p}");
+        }
+    }
+
+    #[tokio::test]
+    async fn grep_anchors_hold_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "first\r\nab\r\nend ab\n").unwrap();
+        let c = ctx(dir.path());
+        for (p, want) in [
+            ("\\Aab\\z", "a.txt:2: ab"),
+            ("(?-m)^ab$", "a.txt:2: ab"),
+            ("^ab$", "a.txt:2: ab"),
+            ("ab$", "a.txt:2: ab\na.txt:3: end ab"),
+        ] {
+            let got = run(&GrepTool, &c, json!({"pattern": p})).await;
+            assert_eq!(got, (O, want.to_string()), "{p}");
+        }
     }
 
     #[test]
