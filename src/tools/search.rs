@@ -1,6 +1,7 @@
 //! Search tools: `glob` (find paths by pattern) and `grep` (find lines by regex).
 //! Both walk without following symlinks, so a link cannot lead a search outside the workspace.
 
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex, PoisonError};
@@ -195,34 +196,41 @@ fn glob_paths(
     max: usize,
     cancel: &CancellationToken,
 ) -> Result<String, Cancelled> {
-    let mut found = walk(root, cancel, |entry| {
+    // Only the `max` first paths in sorted order are kept (a heap whose top is the last of
+    // them), and the rest counted: a pattern matching a million paths costs no more memory
+    // than one matching `max`.
+    let first = Mutex::new((BinaryHeap::<String>::with_capacity(max + 1), 0usize));
+    walk(root, cancel, |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if entry.depth() == 0 || (is_dir && !include_dirs) {
-            return None;
+            return None::<()>;
         }
         let rel = entry.path().strip_prefix(root).ok()?;
-        matcher.is_match(rel).then(|| {
-            let shown = ws.display_path(entry.path());
-            if is_dir {
-                format!("{shown}/")
-            } else {
-                shown
+        if !matcher.is_match(rel) {
+            return None;
+        }
+        let shown = ws.display_path(entry.path());
+        let shown = if is_dir { format!("{shown}/") } else { shown };
+        let mut g = first.lock().unwrap_or_else(|p| p.into_inner());
+        g.1 += 1;
+        if g.0.len() < max || g.0.peek().is_some_and(|last| shown < *last) {
+            g.0.push(shown);
+            if g.0.len() > max {
+                g.0.pop();
             }
-        })
+        }
+        None
     })?;
-    found.sort();
-    let mut out = format!(
-        "Found {} paths under {}",
-        found.len(),
-        ws.display_path(root)
-    );
-    for (i, path) in found.iter().take(max).enumerate() {
+    let (heap, total) = first.into_inner().unwrap_or_else(|p| p.into_inner());
+    let found = heap.into_sorted_vec();
+    let mut out = format!("Found {total} paths under {}", ws.display_path(root));
+    for (i, path) in found.iter().enumerate() {
         out.push_str(&format!("\n{}. {path}", i + 1));
     }
-    if found.len() > max {
+    if total > max {
         out.push_str(&format!(
             "\n... {} more paths not shown (max_results={max}); narrow the pattern or raise max_results",
-            found.len() - max
+            total - max
         ));
     }
     Ok(out)
@@ -652,6 +660,21 @@ mod tests {
         std::fs::write(r.join("big.txt"), big).unwrap();
         std::fs::write(r.join("long.txt"), format!("hello {}\n", "y".repeat(300))).unwrap();
         dir
+    }
+
+    #[tokio::test]
+    async fn glob_keeps_only_the_first_paths_in_order_and_counts_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..300 {
+            std::fs::write(dir.path().join(format!("f{i:03}.txt")), "x").unwrap();
+        }
+        let c = ctx(dir.path());
+        let (status, out) = run(&GlobTool, &c, json!({"pattern": "*.txt", "max_results": 3})).await;
+        assert_eq!(status, O);
+        assert_eq!(
+            out,
+            "Found 300 paths under .\n1. f000.txt\n2. f001.txt\n3. f002.txt\n... 297 more paths not shown (max_results=3); narrow the pattern or raise max_results"
+        );
     }
 
     #[tokio::test]
