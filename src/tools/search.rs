@@ -49,13 +49,15 @@ fn search_threads() -> usize {
 /// keeping what `keep` makes of each entry, in no particular order (callers sort).
 /// `.gitignore` is deliberately not honoured: agents look for generated files too.
 /// Every entry checks `cancel`, so a walk of a huge tree stops soon after it fires.
-fn walk<T, F>(root: &Path, cancel: &CancellationToken, keep: F) -> Result<Vec<T>, Cancelled>
+fn walk<T, F>(root: &Path, cancel: &CancellationToken, keep: F) -> Result<Walked<T>, Cancelled>
 where
     T: Send,
     F: Fn(ignore::DirEntry) -> Option<T> + Sync,
 {
     let (tx, rx) = mpsc::channel();
     let keep = &keep;
+    let unreadable = AtomicUsize::new(0);
+    let unreadable_ref = &unreadable;
     ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .follow_links(false)
@@ -71,8 +73,13 @@ where
                 if cancel.is_cancelled() {
                     return WalkState::Quit;
                 }
-                // Unreadable entries (permissions, races) are skipped rather than failing the search.
-                if let Some(item) = entry.ok().and_then(keep) {
+                // Unreadable entries (permissions, races, paths too long for the system) are
+                // skipped rather than failing the search, and counted so the answer says so.
+                let Ok(entry) = entry else {
+                    unreadable_ref.fetch_add(1, Ordering::Relaxed);
+                    return WalkState::Continue;
+                };
+                if let Some(item) = keep(entry) {
                     // The receiver lives until the walk is over, so a send cannot fail.
                     let _ = tx.send(item);
                 }
@@ -83,7 +90,27 @@ where
     if cancel.is_cancelled() {
         return Err(Cancelled);
     }
-    Ok(rx.into_iter().collect())
+    Ok(Walked {
+        items: rx.into_iter().collect(),
+        unreadable: unreadable.into_inner(),
+    })
+}
+
+/// What a walk kept, and how many entries it could not read.
+#[derive(Debug, PartialEq)]
+struct Walked<T> {
+    items: Vec<T>,
+    unreadable: usize,
+}
+
+/// `(skipped 2 paths that could not be read …)`, so a missing match is never silent.
+fn unreadable_note(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        let noun = if n == 1 { "path" } else { "paths" };
+        format!(
+            "(skipped {n} {noun} that could not be read: unreadable, or too long for the system)"
+        )
+    })
 }
 
 /// Resolves an optional search root (default: the workspace).
@@ -200,7 +227,7 @@ fn glob_paths(
     // them), and the rest counted: a pattern matching a million paths costs no more memory
     // than one matching `max`.
     let first = Mutex::new((BinaryHeap::<String>::with_capacity(max + 1), 0usize));
-    walk(root, cancel, |entry| {
+    let walked = walk(root, cancel, |entry| {
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if entry.depth() == 0 || (is_dir && !include_dirs) {
             return None::<()>;
@@ -232,6 +259,10 @@ fn glob_paths(
             "\n... {} more paths not shown (max_results={max}); narrow the pattern or raise max_results",
             total - max
         ));
+    }
+    if let Some(note) = unreadable_note(walked.unreadable) {
+        out.push('\n');
+        out.push_str(&note);
     }
     Ok(out)
 }
@@ -362,13 +393,19 @@ impl GrepQuery {
                 return Ok(refusal);
             }
         }
-        let mut files = walk(&self.root, cancel, |e| {
+        let walked = walk(&self.root, cancel, |e| {
             let keep = e.file_type().is_some_and(|t| t.is_file()) && self.wants(e.path());
             keep.then(|| e.into_path())
         })?;
+        let mut files = walked.items;
         files.sort();
         let found = self.search(&files, cancel)?;
-        Ok(ToolOutput::ok(self.report(ws, found)))
+        let mut text = self.report(ws, found);
+        if let Some(note) = unreadable_note(walked.unreadable) {
+            text.push('\n');
+            text.push_str(&note);
+        }
+        Ok(ToolOutput::ok(text))
     }
 
     /// Matching lines of `files` in order, up to `max`. Files are searched in parallel, taken
@@ -662,6 +699,51 @@ mod tests {
         dir
     }
 
+    /// `levels` directories of 250-character names below `root` (deeper than PATH_MAX), made
+    /// with `*at` calls, and a `hit.txt` at the bottom.
+    fn too_deep(root: &Path, levels: usize) {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new("a".repeat(250)).unwrap();
+        let root = std::ffi::CString::new(root.as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid NUL-terminated paths; every descriptor is owned right away.
+        unsafe {
+            let mut dir = OwnedFd::from_raw_fd(libc::open(root.as_ptr(), libc::O_DIRECTORY));
+            for _ in 0..levels {
+                use std::os::fd::AsRawFd;
+                assert_eq!(libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755), 0);
+                let next = libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_DIRECTORY);
+                assert!(next >= 0);
+                dir = OwnedFd::from_raw_fd(next);
+            }
+            use std::os::fd::AsRawFd;
+            let file = std::ffi::CString::new("hit.txt").unwrap();
+            let f = libc::openat(
+                dir.as_raw_fd(),
+                file.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY,
+                0o644,
+            );
+            assert!(f >= 0);
+            libc::write(f, b"hit\n".as_ptr().cast(), 4);
+            libc::close(f);
+        }
+    }
+
+    #[tokio::test]
+    async fn paths_too_long_to_read_are_noted_not_silently_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("near.txt"), "hit\n").unwrap();
+        too_deep(dir.path(), 20);
+        let c = ctx(dir.path());
+        let (_, out) = run(&GlobTool, &c, json!({"pattern": "**/*.txt"})).await;
+        assert!(out.contains("near.txt"), "{out}");
+        assert!(out.contains("that could not be read"), "{out}");
+        let (_, out) = run(&GrepTool, &c, json!({"pattern": "hit"})).await;
+        assert!(out.contains("near.txt:1: hit"), "{out}");
+        assert!(out.contains("that could not be read"), "{out}");
+    }
+
     #[tokio::test]
     async fn glob_keeps_only_the_first_paths_in_order_and_counts_the_rest() {
         let dir = tempfile::tempdir().unwrap();
@@ -839,7 +921,8 @@ mod tests {
             "the walk went on after the cancel: {seen} entries"
         );
         let all = walk(dir.path(), &CancellationToken::new(), |_| Some(())).unwrap();
-        assert_eq!(all.len(), 2021);
+        assert_eq!(all.items.len(), 2021);
+        assert_eq!(all.unreadable, 0);
     }
 
     #[tokio::test]
