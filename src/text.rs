@@ -5,6 +5,24 @@
 /// are mistakes, and would overflow deadlines.
 pub const MAX_SECONDS: f64 = 31_536_000.0;
 
+/// The most bytes deerflow reads from a prompt, a config or a schema file (contract §12).
+pub const MAX_INPUT_BYTES: u64 = 16 << 20;
+
+/// Reads `source` to its end, or `None` when it holds more than [`MAX_INPUT_BYTES`]: at most
+/// one byte past the limit is read, so an endless source (`/dev/zero`) stops at once.
+pub fn read_at_most(source: impl std::io::Read) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    source.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_INPUT_BYTES).then_some(bytes))
+}
+
+/// [`read_at_most`] as UTF-8 text; the error says which limit or rule it broke.
+pub fn read_text_at_most(source: impl std::io::Read) -> std::io::Result<String> {
+    let bytes = read_at_most(source)?.ok_or_else(|| std::io::Error::other("larger than 16 MiB"))?;
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not valid UTF-8"))
+}
+
 /// Seconds as people write them and as the contract's messages show them: `1800`, `0.5`.
 pub fn secs(s: f64) -> String {
     match whole(s) {

@@ -1,7 +1,7 @@
 //! `deerflow run`: flags + config → a `RunSpec`, every check done before `run_started`.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -313,10 +313,6 @@ fn workspace_dir(flag: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The longest prompt read from any source (contract §12): a runaway file or pipe is an
-/// error, not an ever-growing buffer.
-const MAX_PROMPT_BYTES: u64 = 16 << 20;
-
 /// The prompt from the positional argument, `-p`, `--prompt-file` or stdin. stdin is read
 /// only for `-` (as the prompt or as the file) or when no prompt is given and stdin is not a
 /// terminal.
@@ -326,7 +322,7 @@ fn read_prompt(args: &RunArgs) -> Result<String> {
         (Some(_), _, _) | (None, Some(_), _) => read_stdin()?,
         (None, None, Some(f)) if f.as_os_str() == "-" => read_stdin()?,
         (None, None, Some(f)) => std::fs::File::open(f)
-            .and_then(read_bounded)
+            .and_then(crate::text::read_text_at_most)
             .map_err(|e| usage(format!("cannot read --prompt-file {}: {e}", f.display())))?,
         (None, None, None) => {
             if std::io::stdin().is_terminal() {
@@ -337,9 +333,6 @@ fn read_prompt(args: &RunArgs) -> Result<String> {
             read_stdin()?
         }
     };
-    if text.len() as u64 > MAX_PROMPT_BYTES {
-        return Err(usage("the prompt is larger than 16 MiB"));
-    }
     if text.trim().is_empty() {
         return Err(usage("the prompt is empty"));
     }
@@ -347,18 +340,8 @@ fn read_prompt(args: &RunArgs) -> Result<String> {
 }
 
 fn read_stdin() -> Result<String> {
-    read_bounded(std::io::stdin().lock())
+    crate::text::read_text_at_most(std::io::stdin().lock())
         .map_err(|e| usage(format!("cannot read the prompt from stdin: {e}")))
-}
-
-/// Reads at most one byte past the limit, so an endless source (`/dev/zero`) stops at once.
-fn read_bounded(source: impl Read) -> std::io::Result<String> {
-    let mut bytes = Vec::new();
-    source.take(MAX_PROMPT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_PROMPT_BYTES {
-        return Err(std::io::Error::other("larger than 16 MiB"));
-    }
-    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not valid UTF-8"))
 }
 
 fn use_color(c: ColorChoice) -> bool {

@@ -202,11 +202,8 @@ fn find_config(opts: &LoadOptions, env: &Env) -> Result<Option<(PathBuf, String)
     Ok(None)
 }
 
-/// The largest config file read (contract §12): `-c /dev/zero` must not grow forever.
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
-
 fn read(path: PathBuf, origin: &str) -> Result<(PathBuf, String), ConfigError> {
-    match read_bounded(&path) {
+    match std::fs::File::open(&path).and_then(crate::text::read_text_at_most) {
         // A UTF-8 byte-order mark (Windows editors write one) is not part of the YAML.
         Ok(text) => Ok((
             path,
@@ -220,19 +217,6 @@ fn read(path: PathBuf, origin: &str) -> Result<(PathBuf, String), ConfigError> {
             reason: e.to_string(),
         }),
     }
-}
-
-/// Reads at most one byte past the limit, so an endless file stops at once.
-fn read_bounded(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(std::io::Error::other("larger than 16 MiB"));
-    }
-    String::from_utf8(bytes).map_err(|_| std::io::Error::other("not valid UTF-8"))
 }
 
 /// The YAML parser gives up at this depth anyway, but only after time that grows with the

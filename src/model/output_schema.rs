@@ -4,13 +4,9 @@
 //! final answer, whichever provider produced it.
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
-
-/// Files the run reads whole are bounded: a schema this large is a mistake, not a schema.
-pub const MAX_SCHEMA_BYTES: u64 = 16 << 20;
 
 /// How many violations one retry message lists: the first ones are what the model must fix,
 /// and a long list would crowd its context.
@@ -58,14 +54,10 @@ impl OutputSchema {
     /// Reads and compiles a schema file. `Err` names the problem (not the file: the caller
     /// knows which flag named it).
     pub fn load(path: &Path) -> Result<Self, String> {
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_SCHEMA_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot be read: {e}"))?;
-        if bytes.len() as u64 > MAX_SCHEMA_BYTES {
-            return Err("is larger than 16 MiB".into());
-        }
+        let bytes = std::fs::File::open(path)
+            .and_then(crate::text::read_at_most)
+            .map_err(|e| format!("cannot be read: {e}"))?
+            .ok_or("is larger than 16 MiB")?;
         let schema: Value =
             serde_json::from_slice(&bytes).map_err(|e| format!("is not JSON: {e}"))?;
         Self::new(&name_from_path(path), schema)
@@ -403,7 +395,7 @@ mod tests {
         assert!(missing.starts_with("cannot be read"), "{missing}");
         let big = d.path().join("big.json");
         let f = std::fs::File::create(&big).unwrap();
-        f.set_len(MAX_SCHEMA_BYTES + 1).unwrap();
+        f.set_len(crate::text::MAX_INPUT_BYTES + 1).unwrap();
         assert_eq!(
             OutputSchema::load(&big).unwrap_err(),
             "is larger than 16 MiB"

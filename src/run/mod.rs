@@ -140,9 +140,12 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         crate::logging::stderr_line(&format!("deerflow: cannot write to stdout: {why}"));
         code = crate::outcome::EXIT_FAILED;
     }
-    // No child process outlives the run (§6): what a tool left running or detached.
-    spec.workspace.processes().kill_all();
-    crate::workspace::process::kill_orphans();
+    // No child process outlives the run (§6): what a tool left running or detached. Only a
+    // run that could start processes pays for the sweep of /proc.
+    if spec.limits.allow_host_bash || !spec.mcp.is_empty() {
+        spec.workspace.processes().kill_all();
+        crate::workspace::process::kill_orphans();
+    }
     code
 }
 

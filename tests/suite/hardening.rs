@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use super::harness::{cassette, deerflow, workspace, BIN};
+use super::harness::{cassette, deerflow, processes_with, workspace, BIN};
 
 fn answer_cassette(dir: &Path) -> String {
     let c = cassette(dir, json!({"version": 1, "lead": [{"text": "the answer"}]}));
@@ -563,28 +563,14 @@ async fn debug_logs_carry_the_trace_id() {
     }
 }
 
-/// Processes whose command line holds `marker`.
-fn running(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
-}
-
 fn gone_soon(marker: &str) -> Vec<String> {
     for _ in 0..40 {
-        if running(marker).is_empty() {
+        if processes_with(marker).is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    running(marker)
+    processes_with(marker)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -629,12 +615,15 @@ async fn a_killed_deerflow_takes_its_commands_with_it() {
         .spawn()
         .unwrap();
     for _ in 0..100 {
-        if !running(&marker).is_empty() {
+        if !processes_with(&marker).is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(!running(&marker).is_empty(), "the command never started");
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the command never started"
+    );
     child.start_kill().unwrap();
     let _ = child.wait().await;
     assert_eq!(

@@ -259,3 +259,17 @@ pub fn cassette(dir: &Path, body: Value) -> PathBuf {
     std::fs::write(&p, serde_json::to_string_pretty(&body).unwrap()).unwrap();
     p
 }
+
+/// Processes whose command line holds `marker` (a number unique to one test run).
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::harness::{cassette, deerflow, workspace, Output};
+use super::harness::{cassette, deerflow, processes_with, workspace, Output};
 use crate::support::{MockServer, RecordedRequest, Reply, Rule};
 
 fn config(dir: &Path, server: &MockServer, extra: &str) -> std::path::PathBuf {
@@ -178,19 +178,6 @@ async fn a_custom_types_allow_list_is_what_its_requests_offer() {
         out.first("run_started")["subagent_types"],
         json!(["general-purpose", "reviewer"])
     );
-}
-
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::harness::{cassette, deerflow, workspace, Output};
+use super::harness::{cassette, deerflow, processes_with, workspace, Output};
 
 const OUTSIDE: &str = "Access denied: path outside the workspace";
 
@@ -356,19 +356,6 @@ async fn bash_output_format() {
         ],
     )
     .await;
-}
-
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(raw) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
-            if cmd.contains(marker) {
-                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread")]
