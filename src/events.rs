@@ -1,16 +1,20 @@
 //! The event stream: the `Event` enum (contract §3) and the single writer that owns stdout.
 //!
-//! Every part of a run emits `Event`s into one channel; one writer thread stamps `seq`,
-//! `ts` and `run_id` and writes one JSON line per event. It runs on its own OS thread so a
-//! slow or full pipe never stalls a tokio worker.
+//! Every part of a run emits `Event`s into one bounded channel; one writer thread stamps
+//! `seq`, `ts` and `run_id` and writes the lines in batches (one `write` for as many events
+//! as have queued up). It runs on its own OS thread so a slow pipe stalls the run only once
+//! the queue is full (back-pressure, src/events/flow.rs).
 //!
 //! The types here are the wire format: their `Serialize` fixes each line's field order and
 //! their `JsonSchema` is what `deerflow schema` prints (src/schema.rs), so the two cannot
 //! drift apart. The schema is generated for serialization: a field is required unless it
 //! has `skip_serializing_if`, so an `Option` without it is required and may be `null`.
 
+mod flow;
 mod line;
+mod queue;
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -23,6 +27,8 @@ use serde_json::{Map, Value};
 
 use crate::usage::{RunUsage, UsageTotals};
 
+use flow::Flow;
+pub use flow::{watch_stop_signals, QUEUE_EVENTS};
 pub use line::{stamp, write_line, Stamp};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -352,20 +358,21 @@ pub trait Renderer: Send {
     fn finish(&mut self) {}
 }
 
-/// Where events go. Cloned freely; sending never blocks.
+/// Where events go. Cloned freely; sending waits only while the queue is full.
 #[derive(Clone)]
 pub struct EventSink {
-    tx: mpsc::Sender<Envelope>,
+    tx: queue::Sender,
     task_id: Option<Arc<str>>,
+    flow: Arc<Flow>,
 }
 
 impl EventSink {
     pub fn emit(&self, event: Event) {
-        // A send error means the writer is gone (shutdown); there is no one left to tell.
-        let _ = self.tx.send(Envelope {
+        let env = Envelope {
             event,
             task_id: self.task_id.clone(),
-        });
+        };
+        self.tx.send(env, &self.flow);
     }
 
     /// A sink whose events are stamped with a sub-agent's task id.
@@ -373,7 +380,13 @@ impl EventSink {
         Self {
             tx: self.tx.clone(),
             task_id: Some(task_id.into()),
+            flow: self.flow.clone(),
         }
+    }
+
+    /// The run's deadline: past it, an emitter waiting for a stalled reader gives up.
+    pub fn set_deadline(&self, at: std::time::Instant) {
+        self.flow.set_deadline(at);
     }
 }
 
@@ -400,7 +413,12 @@ pub enum Output {
 }
 
 pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
-    let (tx, rx) = mpsc::channel::<Envelope>();
+    start_writer_with(output, QUEUE_EVENTS)
+}
+
+/// [`start_writer`] with a queue of `capacity` events (tests use a small one).
+pub fn start_writer_with(output: Output, capacity: usize) -> (EventSink, EventWriter) {
+    let (tx, rx) = queue::bounded(capacity);
     let (done_tx, done) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("deerflow-events".into())
@@ -408,7 +426,11 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
             match output {
                 Output::Json { run_id, on_closed } => write_json(rx, &run_id, on_closed.as_ref()),
                 Output::Human(mut r) => {
-                    while let Some(env) = next_event(&rx, r.as_mut()) {
+                    let mut events = Events {
+                        rx,
+                        batch: VecDeque::new(),
+                    };
+                    while let Some(env) = events.next(r.as_mut()) {
                         r.render(&env);
                         if is_last(&env) {
                             break;
@@ -421,7 +443,11 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
         })
         .ok();
     (
-        EventSink { tx, task_id: None },
+        EventSink {
+            tx,
+            task_id: None,
+            flow: Arc::default(),
+        },
         EventWriter { handle, done },
     )
 }
@@ -445,17 +471,24 @@ impl EventWriter {
     }
 }
 
-/// The next event for a renderer, ticking it while none comes; `None` once every sender
-/// is gone.
-fn next_event(rx: &mpsc::Receiver<Envelope>, r: &mut dyn Renderer) -> Option<Envelope> {
-    loop {
-        let Some(every) = r.tick_interval() else {
-            return rx.recv().ok();
-        };
-        match rx.recv_timeout(every) {
-            Ok(env) => return Some(env),
-            Err(mpsc::RecvTimeoutError::Timeout) => r.tick(),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+/// Events for a renderer one at a time, ticking it while none comes.
+struct Events {
+    rx: queue::Receiver,
+    batch: VecDeque<Envelope>,
+}
+
+impl Events {
+    /// The next event; `None` once every sender is gone.
+    fn next(&mut self, r: &mut dyn Renderer) -> Option<Envelope> {
+        loop {
+            if let Some(env) = self.batch.pop_front() {
+                return Some(env);
+            }
+            match self.rx.recv_batch(&mut self.batch, r.tick_interval()) {
+                queue::Batch::Got => {}
+                queue::Batch::Timeout => r.tick(),
+                queue::Batch::Closed => return None,
+            }
         }
     }
 }
@@ -467,31 +500,47 @@ fn is_last(env: &Envelope) -> bool {
 }
 
 fn write_json(
-    rx: mpsc::Receiver<Envelope>,
+    rx: queue::Receiver,
     run_id: &str,
     on_closed: &(dyn Fn(&std::io::Error) + Send + Sync),
 ) {
     let stdout = std::io::stdout();
-    let mut buf = Vec::with_capacity(1024);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut batch = VecDeque::new();
     let mut seq: u64 = 0;
     let mut closed = false;
-    for env in rx {
-        let last = is_last(&env);
-        let stamp = Stamp::now(seq, run_id, env.task_id.as_deref());
-        // Serializing an event cannot fail (string keys only; serde_json writes a
-        // non-finite float as null); were it to, the line is skipped without using a seq.
-        if !closed && write_line(&mut buf, &env.event, &stamp).is_ok() {
-            seq += 1;
-            let mut out = stdout.lock();
-            if let Err(e) = out.write_all(&buf).and_then(|_| out.flush()) {
-                // EPIPE or any other failure: stop writing, tell the run, keep draining.
-                closed = true;
-                on_closed(&e);
+    let mut last = false;
+    while !last && rx.recv_batch(&mut batch, None) == queue::Batch::Got {
+        buf.clear();
+        for env in batch.drain(..) {
+            if last {
+                // Nothing follows `run_completed`.
+                continue;
+            }
+            last = is_last(&env);
+            if closed {
+                continue;
+            }
+            let stamp = Stamp::now(seq, run_id, env.task_id.as_deref());
+            // Serializing an event cannot fail (string keys only; serde_json writes a
+            // non-finite float as null); were it to, the line is skipped without using a seq.
+            let start = buf.len();
+            match line::append_line(&mut buf, &env.event, &stamp) {
+                Ok(()) => seq += 1,
+                Err(_) => buf.truncate(start),
             }
         }
-        if last {
-            break;
+        if closed || buf.is_empty() {
+            continue;
         }
+        let mut out = stdout.lock();
+        if let Err(e) = out.write_all(&buf).and_then(|_| out.flush()) {
+            // EPIPE or any other failure: stop writing, tell the run, keep draining.
+            closed = true;
+            on_closed(&e);
+        }
+        // A batch can be large after a stall; keep the buffer from holding on to it.
+        buf.shrink_to(256 * 1024);
     }
 }
 

@@ -71,12 +71,14 @@ impl Setup {
             model: model.clone(),
             model_name: "script".into(),
             system: "be brief".into(),
-            tools: [Arc::new(Echo {
-                calls: tool_calls.clone(),
-            }) as Arc<dyn crate::tools::Tool>]
-            .into_iter()
-            .chain(self.tools)
-            .collect(),
+            tools: Arc::new(crate::tools::Toolset::new(
+                [Arc::new(Echo {
+                    calls: tool_calls.clone(),
+                }) as Arc<dyn crate::tools::Tool>]
+                .into_iter()
+                .chain(self.tools)
+                .collect(),
+            )),
             context: self.context,
             max_turns: self.max_turns,
             tool_ctx: ToolContext {

@@ -25,7 +25,7 @@ pub use turns::run_agent;
 use crate::events::EventSink;
 use crate::model::output_schema::OutputSchema;
 use crate::model::{AgentId, ChatModel};
-use crate::tools::{ToolBox, ToolContext};
+use crate::tools::{ToolContext, Toolset};
 use crate::usage::{Ledger, UsageTotals};
 use guards::{Budget, LoopLimits};
 
@@ -48,7 +48,7 @@ pub struct Agent {
     /// The model as the user chose it (usage events, `by_model`).
     pub model_name: String,
     pub system: Arc<str>,
-    pub tools: ToolBox,
+    pub tools: Arc<Toolset>,
     /// Acts on the history before each model call (compaction).
     pub context: Arc<dyn ContextPolicy>,
     pub max_turns: u32,

@@ -111,12 +111,8 @@ struct Transcript {
 
 impl Transcript {
     fn new(agent: &Agent, shared: &RunShared, prompt: String) -> Self {
-        let tool_specs: Arc<[ToolSpec]> = agent.tools.iter().map(|t| t.spec()).collect();
-        let fixed_chars = agent.system.chars().count()
-            + tool_specs
-                .iter()
-                .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
-                .sum::<usize>();
+        let tool_specs = agent.tools.specs.clone();
+        let fixed_chars = agent.system.chars().count() + agent.tools.spec_chars;
         Self {
             history: History::new(Message::User(prompt)),
             tool_specs,
@@ -552,8 +548,7 @@ fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::
             || cut.contains(&c.id)
             || agent
                 .tools
-                .iter()
-                .find(|t| t.name() == c.name)
+                .find(&c.name)
                 .is_none_or(|t| t.concurrency() == Concurrency::Shared)
     };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
@@ -579,10 +574,10 @@ fn dispatch<'a>(
         ));
         return Box::pin(async move { out });
     }
-    match agent.tools.iter().find(|t| t.name() == call.name) {
+    match agent.tools.find(&call.name) {
         Some(tool) => tool.call(call.arguments.clone(), ctx),
         None => {
-            let names: Vec<&str> = agent.tools.iter().map(|t| t.name()).collect();
+            let names = agent.tools.names();
             let out = ToolOutput::error(format!(
                 "Error: unknown tool '{}'. Available tools: {}",
                 call.name,

@@ -58,6 +58,11 @@ macro_rules! put_envelope {
 /// Serializes `event` as one line (newline included) into `buf`, which is cleared first.
 pub fn write_line(buf: &mut Vec<u8>, event: &Event, stamp: &Stamp<'_>) -> serde_json::Result<()> {
     buf.clear();
+    append_line(buf, event, stamp)
+}
+
+/// Serializes `event` as one line (newline included) at the end of `buf`.
+pub fn append_line(buf: &mut Vec<u8>, event: &Event, stamp: &Stamp<'_>) -> serde_json::Result<()> {
     event.serialize(Stamped {
         inner: &mut serde_json::Serializer::new(&mut *buf),
         stamp,

@@ -22,7 +22,7 @@ use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIG
 use crate::subagent::scheduler::SchedulerLimits;
 use crate::subagent::task_tool::TaskTool;
 use crate::subagent::Scheduler;
-use crate::tools::{ToolBox, ToolContext};
+use crate::tools::{ToolBox, ToolContext, Toolset};
 use crate::usage::Ledger;
 
 /// After the run is told to stop, how long the lead may take to wind down before it is
@@ -63,6 +63,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         events.emit(Event::warning(code, message.clone()));
     }
     if let Some(t) = spec.timeout_seconds {
+        events.set_deadline(started + Duration::from_secs_f64(t));
         let c = control.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs_f64(t)).await;
@@ -301,7 +302,7 @@ fn lead_agent(
         model_name: spec.model.info.name.clone(),
         system: lead_system(spec, delegation.as_ref()).into(),
         context: spec.context.clone(),
-        tools,
+        tools: Arc::new(Toolset::new(tools)),
         max_turns: spec.max_turns,
         tool_ctx: ToolContext {
             workspace: spec.workspace.clone(),

@@ -10,6 +10,8 @@ use crate::outcome::{StopCause, EXIT_SIGINT};
 use crate::workspace::Workspace;
 
 pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
+    // Seen even while every tokio worker waits on a stalled stdout.
+    crate::events::watch_stop_signals();
     let kinds = [
         (SignalKind::interrupt(), StopCause::Sigint),
         (SignalKind::terminate(), StopCause::Sigterm),

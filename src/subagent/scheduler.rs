@@ -2,7 +2,7 @@
 //! wait in FIFO order, at most `max_tasks` are accepted per run. Each task runs on its own
 //! tokio task under a child of the run's cancellation token.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use super::{SubagentSetup, SubagentType};
 use crate::agent::RunShared;
 use crate::events::{Event, EventSink, TaskCounts};
 use crate::tools::registry::ToolRegistry;
-use crate::tools::SandboxLimits;
+use crate::tools::{SandboxLimits, Toolset};
 use crate::workspace::Workspace;
 
 /// What the scheduler takes from the run's settings.
@@ -45,6 +45,15 @@ pub struct Scheduler {
     max_tasks: u32,
     slots: Mutex<Slots>,
     tasks: Mutex<Vec<Arc<TaskRecord>>>,
+    /// Each sub-agent type's prompt and tools, built by its first task.
+    kits: Mutex<HashMap<String, Arc<Kit>>>,
+}
+
+/// What every sub-agent of one type shares: its system prompt and its tools with their
+/// specs (built once, not per task).
+pub struct Kit {
+    pub system: Arc<str>,
+    pub tools: Arc<Toolset>,
 }
 
 /// Whether a task may run now or has to wait for a slot.
@@ -74,7 +83,35 @@ impl Scheduler {
             max_tasks: limits.max_tasks,
             slots: Mutex::default(),
             tasks: Mutex::default(),
+            kits: Mutex::default(),
         })
+    }
+
+    /// The prompt and tools of sub-agent type `t`, built once per run.
+    pub fn kit(&self, t: &SubagentType) -> Arc<Kit> {
+        let mut kits = lock(&self.kits);
+        if let Some(k) = kits.get(&t.name) {
+            return k.clone();
+        }
+        let skills: Vec<&super::Skill> = self
+            .setup
+            .skills
+            .iter()
+            .filter(|k| {
+                t.skills
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.contains(&k.name))
+            })
+            .collect();
+        let kit = Arc::new(Kit {
+            system: super::prompts::subagent_system(t, &skills, self.limits.allow_host_bash).into(),
+            tools: Arc::new(Toolset::new(super::registry::subagent_tools(
+                t,
+                &self.tools,
+            ))),
+        });
+        kits.insert(t.name.clone(), kit.clone());
+        kit
     }
 
     pub fn type_descriptions(&self) -> Vec<(String, String)> {

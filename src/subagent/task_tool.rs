@@ -9,7 +9,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::prompts;
 use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
@@ -224,16 +223,6 @@ fn build_agent(
 ) -> Result<Agent, String> {
     let t = &rec.kind;
     let events = s.events.for_task(&rec.id);
-    let skills: Vec<&super::Skill> = s
-        .setup
-        .skills
-        .iter()
-        .filter(|k| {
-            t.skills
-                .as_ref()
-                .is_none_or(|allowed| allowed.contains(&k.name))
-        })
-        .collect();
     // Every reachable model is resolved before the run starts, so this only guards a bug.
     let model = s
         .setup
@@ -241,6 +230,7 @@ fn build_agent(
         .get(&t.model)
         .cloned()
         .ok_or_else(|| format!("internal error: model '{}' was not resolved", t.model))?;
+    let kit = s.kit(t);
     Ok(Agent {
         id: AgentId::Task {
             description: rec.description.clone(),
@@ -249,9 +239,9 @@ fn build_agent(
         caller: format!("subagent:{}", t.name),
         model,
         model_name: t.model.clone(),
-        system: prompts::subagent_system(t, &skills, s.limits.allow_host_bash).into(),
+        system: kit.system.clone(),
         context: s.shared.context.clone(),
-        tools: super::registry::subagent_tools(t, &s.tools),
+        tools: kit.tools.clone(),
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),

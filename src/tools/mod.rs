@@ -208,6 +208,40 @@ pub trait Tool: Send + Sync {
 
 pub type ToolBox = Vec<Arc<dyn Tool>>;
 
+/// An agent's tools with their specs built once. Every sub-agent of one type shares one
+/// `Toolset`: building the specs (JSON Schemas) per sub-agent was most of a large fan-out's
+/// allocations.
+pub struct Toolset {
+    pub tools: ToolBox,
+    /// What the model is offered, in the tools' order.
+    pub specs: Arc<[ToolSpec]>,
+    /// Characters of the specs as JSON, for the context policy's estimate.
+    pub spec_chars: usize,
+}
+
+impl Toolset {
+    pub fn new(tools: ToolBox) -> Self {
+        let specs: Arc<[ToolSpec]> = tools.iter().map(|t| t.spec()).collect();
+        let spec_chars = specs
+            .iter()
+            .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
+            .sum();
+        Self {
+            tools,
+            specs,
+            spec_chars,
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -632,3 +632,76 @@ async fn a_killed_deerflow_takes_its_commands_with_it() {
         "the command outlived kill -9"
     );
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// §12: the event queue has back-pressure. A reader that stops reading holds the run back
+/// (memory stays flat instead of growing with every event), and once it reads again every
+/// line arrives, in order, and the run completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_reader_holds_the_run_back_and_loses_nothing() {
+    use tokio::io::AsyncReadExt;
+    let ws = workspace();
+    let n = 6000;
+    let calls: Vec<_> = (0..n)
+        .map(|i| json!({"name": "task", "arguments": {"description": format!("t{i}"), "prompt": "go", "subagent_type": "general-purpose"}}))
+        .collect();
+    let big = "y".repeat(4000);
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "all done"}],
+               "default_task": [{"text": big}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let n_s = n.to_string();
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "--max-tasks",
+        &n_s,
+        "--max-concurrent",
+        "64",
+        "-m",
+        &m,
+        "go",
+    ])
+    .cwd(ws.path())
+    .command();
+    cmd.stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let pid = child.id().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let early = rss_kib(pid);
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    let late = rss_kib(pid);
+    // The whole stream is ~70 MB: queued without bound it all sits in memory by now (over
+    // 130 MiB); held back, the run stops at the queue's bound and stays there.
+    assert!(
+        late < 90 * 1024 && late < early + 12 * 1024,
+        "memory grew from {early} KiB to {late} KiB while stdout was not read"
+    );
+    let mut text = String::new();
+    stdout.read_to_string(&mut text).await.unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let out = super::harness::Output {
+        code: 0,
+        stdout: text,
+        stderr: String::new(),
+        events,
+    };
+    super::harness::check_stream(&out);
+    assert_eq!(out.completed()["tasks"]["completed"], n);
+}

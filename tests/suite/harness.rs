@@ -185,42 +185,54 @@ pub fn check_stream(out: &Output) {
 }
 
 /// Per task: started/queued after the lead's tool_call, running after that, exactly one
-/// terminal event, then the lead's tool_result for the call.
+/// terminal event, then the lead's tool_result for the call. One pass over the events, so a
+/// 10,000-task stream is checked as fast as a small one.
 fn check_tasks(out: &Output) {
-    let pos = |pred: &dyn Fn(&Value) -> bool| out.events.iter().position(pred);
-    for s in out.of_type("task_started") {
-        let id = s["task_id"].as_str().unwrap();
-        let terminal: Vec<_> = out
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e["task_id"] == id && is_terminal(e))
-            .collect();
-        assert_eq!(terminal.len(), 1, "task {id} terminal events: {terminal:?}");
-        let started = pos(&|e| e["type"] == "task_started" && e["task_id"] == id).unwrap();
-        let call = pos(&|e| e["type"] == "tool_call" && e["name"] == "task");
-        assert!(
-            call.is_some_and(|c| c < started),
-            "task_started before any task tool_call"
-        );
-        for (i, e) in out.events.iter().enumerate() {
-            if e["type"] == "task_running" && e["task_id"] == id {
-                assert!(
-                    i > started && i < terminal[0].0,
-                    "task_running out of order"
-                );
-            }
+    #[derive(Default)]
+    struct Seen {
+        started: Vec<usize>,
+        running: Vec<usize>,
+        terminal: Vec<usize>,
+    }
+    let first_call = out
+        .events
+        .iter()
+        .position(|e| e["type"] == "tool_call" && e["name"] == "task");
+    let mut tasks: std::collections::HashMap<&str, Seen> = Default::default();
+    for (i, e) in out.events.iter().enumerate() {
+        let Some(id) = e["task_id"].as_str() else {
+            continue;
+        };
+        let seen = tasks.entry(id).or_default();
+        match e["type"].as_str() {
+            Some("task_started") => seen.started.push(i),
+            Some("task_running") => seen.running.push(i),
+            _ if is_terminal(e) => seen.terminal.push(i),
+            _ => {}
         }
     }
-    let ids: Vec<_> = out
-        .of_type("task_started")
-        .iter()
-        .map(|e| e["task_id"].clone())
-        .collect();
-    let mut dedup = ids.clone();
-    dedup.sort_by_key(|v| v.to_string());
-    dedup.dedup();
-    assert_eq!(ids.len(), dedup.len(), "task ids not unique");
+    for (id, seen) in &tasks {
+        let [started] = seen.started[..] else {
+            assert!(seen.started.is_empty(), "task {id} started twice");
+            continue;
+        };
+        assert_eq!(
+            seen.terminal.len(),
+            1,
+            "task {id} terminal events: {:?}",
+            seen.terminal
+        );
+        assert!(
+            first_call.is_some_and(|c| c < started),
+            "task_started before any task tool_call"
+        );
+        for &i in &seen.running {
+            assert!(
+                i > started && i < seen.terminal[0],
+                "task_running out of order"
+            );
+        }
+    }
 }
 
 pub fn is_terminal(e: &Value) -> bool {
