@@ -536,6 +536,7 @@ fn summary(t: &str, tokens: u64) -> Result<ModelResponse, ModelError> {
         output_tokens: 1,
         total_tokens: tokens + 1,
         cache_read_tokens: None,
+        cache_write_tokens: None,
     });
     Ok(r)
 }

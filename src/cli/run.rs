@@ -445,6 +445,7 @@ impl<'a> ModelBuilder<'a> {
                 input_per_mtok: p.input_per_mtok,
                 output_per_mtok: p.output_per_mtok,
                 cache_hit_per_mtok: p.input_cache_hit_per_mtok,
+                cache_write_per_mtok: p.cache_write_per_mtok,
             };
             self.prices.insert(r.name.clone(), price);
         }

@@ -235,6 +235,8 @@ mod tests {
                 " - {name: a, use: langchain_openai:ChatOpenAI, api_base: http://x/v1,\n",
                 "    pricing: {input_per_million: 8.0, output_per_million: 32, input_cache_hit_per_million: 0.8}}\n",
                 " - {name: b, price: {input_per_mtok: 0.15, output_per_mtok: 0.6}}\n",
+                " - {name: c, use: anthropic, price: {input_per_mtok: 3, output_per_mtok: 15,\n",
+                "    cache_read_per_mtok: 0.3, cache_write_per_mtok: 3.75}}\n",
             ),
         );
         assert!(p.is_empty(), "{p:?}");
@@ -245,5 +247,8 @@ mod tests {
         assert_eq!(price.input_cache_hit_per_mtok, Some(0.8));
         assert_eq!(cfg.models[1].price.as_ref().unwrap().output_per_mtok, 0.6);
         assert_eq!(cfg.models[1].use_, "openai");
+        let c = cfg.models[2].price.as_ref().unwrap();
+        assert_eq!(c.input_cache_hit_per_mtok, Some(0.3));
+        assert_eq!(c.cache_write_per_mtok, Some(3.75));
     }
 }

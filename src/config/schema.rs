@@ -93,6 +93,10 @@ pub struct ModelEntry {
     /// Merged at the top level of every request body of this model.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Anthropic: `cache_control` breakpoints on the system prompt, the tools and the
+    /// latest turns, so later calls with the same prefix read it from the prompt cache.
+    #[serde(default = "default_true")]
+    pub prompt_cache: bool,
 }
 
 /// `config show` prints the provider's name.
@@ -115,6 +119,9 @@ fn default_stream_idle() -> f64 {
 fn default_retries() -> u32 {
     3
 }
+fn default_true() -> bool {
+    true
+}
 
 /// Prices per million tokens, enabling cost figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,9 +134,14 @@ pub struct Price {
     #[serde(
         default,
         alias = "input_cache_hit_per_million",
+        alias = "cache_read_per_mtok",
         skip_serializing_if = "Option::is_none"
     )]
     pub input_cache_hit_per_mtok: Option<f64>,
+    /// Price of input written to the prompt cache (Anthropic bills it above the input
+    /// price); absent means those tokens are billed at the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

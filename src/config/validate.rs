@@ -120,6 +120,7 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
                 ("input_per_mtok", Some(p.input_per_mtok)),
                 ("output_per_mtok", Some(p.output_per_mtok)),
                 ("input_cache_hit_per_mtok", p.input_cache_hit_per_mtok),
+                ("cache_write_per_mtok", p.cache_write_per_mtok),
             ];
             for (key, v) in prices {
                 // A negative price would make costs go down as tokens are spent.

@@ -132,6 +132,10 @@ pub struct Usage {
     pub total_tokens: u64,
     /// The cached part of `input_tokens`, when the provider says.
     pub cache_read_tokens: Option<u64>,
+    /// The part of `input_tokens` written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`), billed at its own price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -145,6 +149,7 @@ impl Usage {
             output_tokens: output,
             total_tokens: total.filter(|t| *t >= sum).unwrap_or(sum),
             cache_read_tokens: cache_read,
+            cache_write_tokens: None,
         }
     }
 }
@@ -496,7 +501,8 @@ mod tests {
             max_output_tokens: out,
         };
         assert_eq!(limits("o"), l(Some(4096), Some(512)));
-        assert_eq!(limits("a"), l(Some(200_000), None));
+        // Anthropic requires an output limit: the family default when unset.
+        assert_eq!(limits("a"), l(Some(200_000), Some(32_000)));
         assert_eq!(limits("r"), l(Some(1000), None));
         assert_eq!(limits("n"), l(None, None));
         // `--record` wraps a client without hiding its limits.

@@ -42,6 +42,7 @@ pub static PROVIDERS: &[Provider] = &[
                 default_url: "https://api.openai.com/v1",
                 hosted: "api.openai.com",
                 normalize_base: base_url::trimmed,
+                default_max_tokens: None,
             }),
             // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, …
             deerflow_classes: DeerFlowClasses::Rest,
@@ -58,6 +59,7 @@ pub static PROVIDERS: &[Provider] = &[
                 default_url: "https://api.anthropic.com",
                 hosted: "api.anthropic.com",
                 normalize_base: base_url::without_v1,
+                default_max_tokens: Some(anthropic::default_max_tokens),
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },

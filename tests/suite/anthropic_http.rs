@@ -146,7 +146,13 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
         assert_eq!(req.body["model"], "m1");
         assert_eq!(req.body["stream"], true);
         assert_eq!(req.body["max_tokens"], 2048);
-        assert!(req.body["system"].is_string());
+        // The system prompt is one text block with the prompt-cache mark (on by default).
+        assert_eq!(req.body["system"].as_array().map(Vec::len), Some(1));
+        assert!(req.body["system"][0]["text"].is_string());
+        assert_eq!(
+            req.body["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
         let tools = req.body["tools"].as_array().expect("tools");
         let write = tools
             .iter()

@@ -319,6 +319,7 @@ mod tests {
             output_tokens: output,
             total_tokens: total,
             cache_read_tokens: cached,
+            cache_write_tokens: None,
         })
     }
 
