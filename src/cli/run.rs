@@ -18,7 +18,7 @@ use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
-use crate::model::registry;
+use crate::model::{registry, StopRules};
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
@@ -120,6 +120,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
         tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),
+        stops: StopRules::from_config(&cfg.safety_finish_reason),
         max_turns: args.max_turns,
         max_concurrent: args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent),
         max_tasks: args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run),

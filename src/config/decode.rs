@@ -46,6 +46,10 @@ pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
         cfg.tool_output =
             decode_as(v.clone(), &top.key("tool_output"), problems).unwrap_or_default();
     }
+    if let Some(v) = root.get("safety_finish_reason") {
+        cfg.safety_finish_reason =
+            decode_as(v.clone(), &top.key("safety_finish_reason"), problems).unwrap_or_default();
+    }
     cfg
 }
 

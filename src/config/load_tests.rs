@@ -71,6 +71,7 @@ fn deerflow_example_loads_as_it_is() {
         || k == "models"
         || k == "summarization"
         || k == "tool_output"
+        || k.starts_with("safety_finish_reason")
         || k.starts_with("summarization.trigger")
         || k.starts_with("summarization.keep")
         || k == "tool_output.exempt_tools"));
@@ -586,4 +587,52 @@ fn a_thinking_budget_must_be_below_max_tokens() {
         "{e}"
     );
     assert!(load_text(&entry(16000), &[], &Env::empty()).is_ok());
+}
+
+#[test]
+fn deerflow_s_safety_finish_reason_section_is_read() {
+    let cfg = load_text(DEERFLOW_EXAMPLE, &[], &Env::empty())
+        .unwrap()
+        .config;
+    assert_eq!(
+        cfg.safety_finish_reason,
+        crate::config::SafetyFinishReasonConfig::default()
+    );
+    let text = "safety_finish_reason:\n  enabled: true\n  detectors:\n\
+                \x20   - use: deerflow.agents.middlewares.safety_termination_detectors:OpenAICompatibleContentFilterDetector\n\
+                \x20     config:\n        finish_reasons: [\"content_filter\", \"sensitive\", \"risk_control\"]\n\
+                \x20   - use: deerflow.agents.middlewares.safety_termination_detectors:AnthropicRefusalDetector\n\
+                \x20   - use: my_company.deerflow_ext:WenxinSafetyDetector\n\
+                \x20     config:\n        error_codes: [336003, 17, 18]\n";
+    let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    let s = &loaded.config.safety_finish_reason;
+    assert!(s.enabled);
+    assert_eq!(
+        s.extra_finish_reasons(),
+        ["content_filter", "sensitive", "risk_control"]
+    );
+    // A detector's keys deerflow does not read are named like every ignored key; a class
+    // it does not have is a warning.
+    assert_eq!(
+        loaded.ignored,
+        ["safety_finish_reason.detectors[2].config.error_codes"]
+    );
+    assert!(
+        loaded.warnings.iter().any(|w| w.starts_with(
+            "safety_finish_reason.detectors[2].use: detector 'my_company.deerflow_ext:WenxinSafetyDetector' is not one deerflow has"
+        )),
+        "{:?}",
+        loaded.warnings
+    );
+    let off = load_text("safety_finish_reason: {enabled: false}", &[], &Env::empty()).unwrap();
+    assert!(!off.config.safety_finish_reason.enabled);
+    let e = err_text(load_text(
+        "safety_finish_reason: {detectors: [{use: x, config: {finish_reasons: 5}}]}",
+        &[],
+        &Env::empty(),
+    ));
+    assert!(
+        e.contains("safety_finish_reason.detectors[0].config.finish_reasons"),
+        "{e}"
+    );
 }

@@ -28,6 +28,7 @@ pub struct Config {
     pub token_budget: TokenBudgetConfig,
     pub summarization: SummarizationConfig,
     pub tool_output: ToolOutputConfig,
+    pub safety_finish_reason: SafetyFinishReasonConfig,
     /// MCP servers by name (contract §9), merged with the servers of the extensions file
     /// and `--mcp-config` files after loading.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -397,6 +398,87 @@ impl Default for ToolOutputConfig {
             storage_subdir: ".tool-results".to_string(),
             exempt_tools: vec!["read_file".to_string()],
         }
+    }
+}
+
+/// DeerFlow's `safety_finish_reason` section (contract §10): which finish reasons mean the
+/// provider stopped for safety, so the response's tool calls are not run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SafetyFinishReasonConfig {
+    /// `false` turns the check off: such a response's calls run like any other.
+    pub enabled: bool,
+    /// DeerFlow's detector classes. deerflow always applies the built-in set (OpenAI
+    /// `content_filter`, Anthropic `refusal`, Gemini's safety reasons); a known detector's
+    /// `config.finish_reasons` adds to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<Vec<SafetyDetector>>,
+}
+
+impl Default for SafetyFinishReasonConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            detectors: None,
+        }
+    }
+}
+
+/// One `safety_finish_reason.detectors` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SafetyDetector {
+    /// A DeerFlow class path (`…safety_termination_detectors:OpenAICompatibleContentFilterDetector`).
+    #[serde(rename = "use")]
+    pub use_: String,
+    #[serde(default)]
+    pub config: SafetyDetectorConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SafetyDetectorConfig {
+    /// More finish reasons that mean a safety stop (a gateway's own tokens).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub finish_reasons: Vec<String>,
+}
+
+impl SafetyFinishReasonConfig {
+    /// The detector classes deerflow implements (their built-in reasons are always on).
+    pub const KNOWN_DETECTORS: [&'static str; 3] = [
+        "OpenAICompatibleContentFilterDetector",
+        "AnthropicRefusalDetector",
+        "GeminiSafetyDetector",
+    ];
+
+    /// Whether a detector's class is one deerflow implements (matched by class name, so
+    /// a re-exported module path works too).
+    pub fn is_known(detector: &SafetyDetector) -> bool {
+        let class = detector
+            .use_
+            .rsplit([':', '.'])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        Self::KNOWN_DETECTORS.contains(&class)
+    }
+
+    /// The finish reasons the known detectors add, trimmed and lowercase.
+    pub fn extra_finish_reasons(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for d in self
+            .detectors
+            .iter()
+            .flatten()
+            .filter(|d| Self::is_known(d))
+        {
+            for r in &d.config.finish_reasons {
+                let r = r.trim().to_ascii_lowercase();
+                if !r.is_empty() && !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+        }
+        out
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::deerflow::normalize_sandbox;
 use super::keypath::{KeyPath, Problem};
-use super::schema::{Config, ContextSize, SizeKind};
+use super::schema::{Config, ContextSize, SafetyFinishReasonConfig, SizeKind};
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     validate_models(cfg, problems, warnings);
@@ -31,11 +31,30 @@ pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Ve
         problems,
     );
     validate_summarization(cfg, problems);
+    safety_detectors(cfg, warnings);
     at_least_one(
         cfg.tool_output.externalize_min_chars as u64,
         &top.key("tool_output").key("externalize_min_chars"),
         problems,
     );
+}
+
+/// A detector class deerflow does not implement cannot run (DeerFlow loads it by
+/// reflection); it is named once, and the built-in reasons still apply.
+fn safety_detectors(cfg: &Config, warnings: &mut Vec<String>) {
+    let s = &cfg.safety_finish_reason;
+    let at = KeyPath::root().key("safety_finish_reason").key("detectors");
+    for (i, d) in s.detectors.iter().flatten().enumerate() {
+        if !SafetyFinishReasonConfig::is_known(d) {
+            warnings.push(format!(
+                "{}: detector '{}' is not one deerflow has (it has {}); ignored, the built-in \
+                 safety finish reasons still apply",
+                at.index(i).key("use"),
+                d.use_,
+                SafetyFinishReasonConfig::KNOWN_DETECTORS.join(", ")
+            ));
+        }
+    }
 }
 
 fn validate_summarization(cfg: &Config, problems: &mut Vec<Problem>) {

@@ -192,14 +192,75 @@ pub enum StopKind {
 }
 
 impl ModelResponse {
+    /// The stop kind under the built-in rules.
     pub fn stop_kind(&self) -> StopKind {
-        let Some(reason) = &self.finish_reason else {
+        StopRules::default().kind(self.finish_reason.as_deref())
+    }
+}
+
+/// Which finish reasons mean what: the built-in names of each provider, with DeerFlow's
+/// `safety_finish_reason` section applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopRules {
+    /// Safety stops are detected (`safety_finish_reason.enabled`).
+    pub safety: bool,
+    /// Finish reasons besides the built-in ones that mean a safety stop, lowercase
+    /// (the detectors' `finish_reasons`).
+    pub extra_safety: Vec<String>,
+}
+
+impl Default for StopRules {
+    fn default() -> Self {
+        Self {
+            safety: true,
+            extra_safety: Vec::new(),
+        }
+    }
+}
+
+/// Safety stops: OpenAI-compatible `content_filter`, Anthropic `refusal`, Gemini's
+/// safety reasons (DeerFlow's built-in detector set).
+const SAFETY_STOPS: &[&str] = &[
+    "content_filter",
+    "refusal",
+    "safety",
+    "blocklist",
+    "prohibited_content",
+    "spii",
+    "recitation",
+];
+
+/// Output-limit stops: OpenAI `length`, Anthropic `max_tokens` (and
+/// `model_context_window_exceeded`, the output cut by the context window), Gemini
+/// `MAX_TOKENS`, the Responses API's `max_output_tokens`.
+const OUTPUT_LIMIT_STOPS: &[&str] = &[
+    "length",
+    "max_tokens",
+    "max_output_tokens",
+    "model_context_window_exceeded",
+];
+
+impl StopRules {
+    pub fn from_config(section: &crate::config::SafetyFinishReasonConfig) -> Self {
+        Self {
+            safety: section.enabled,
+            extra_safety: section.extra_finish_reasons(),
+        }
+    }
+
+    pub fn kind(&self, finish_reason: Option<&str>) -> StopKind {
+        let Some(reason) = finish_reason else {
             return StopKind::Normal;
         };
-        match reason.to_ascii_lowercase().as_str() {
-            "length" | "max_tokens" | "max_output_tokens" => StopKind::OutputLimit,
-            "content_filter" | "refusal" | "safety" => StopKind::ContentFilter,
-            _ => StopKind::Normal,
+        let reason = reason.trim().to_ascii_lowercase();
+        if OUTPUT_LIMIT_STOPS.contains(&reason.as_str()) {
+            return StopKind::OutputLimit;
+        }
+        let safety = SAFETY_STOPS.contains(&reason.as_str()) || self.extra_safety.contains(&reason);
+        if self.safety && safety {
+            StopKind::ContentFilter
+        } else {
+            StopKind::Normal
         }
     }
 }
@@ -440,9 +501,21 @@ mod tests {
         for r in ["length", "max_tokens", "MAX_TOKENS"] {
             assert_eq!(kind(Some(r)), StopKind::OutputLimit, "{r}");
         }
-        for r in ["content_filter", "refusal", "SAFETY"] {
+        for r in [
+            "content_filter",
+            "refusal",
+            "SAFETY",
+            "BLOCKLIST",
+            "PROHIBITED_CONTENT",
+            "SPII",
+            "RECITATION",
+        ] {
             assert_eq!(kind(Some(r)), StopKind::ContentFilter, "{r}");
         }
+        assert_eq!(
+            kind(Some("model_context_window_exceeded")),
+            StopKind::OutputLimit
+        );
         for r in [
             None,
             Some("stop"),
@@ -452,6 +525,58 @@ mod tests {
         ] {
             assert_eq!(kind(r), StopKind::Normal, "{r:?}");
         }
+    }
+
+    #[test]
+    fn deerflow_s_safety_section_adds_reasons_or_turns_safety_stops_off() {
+        use crate::config::{SafetyDetector, SafetyDetectorConfig, SafetyFinishReasonConfig};
+        let detector = |class: &str, reasons: &[&str]| SafetyDetector {
+            use_: format!("deerflow.agents.middlewares.safety_termination_detectors:{class}"),
+            config: SafetyDetectorConfig {
+                finish_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            },
+        };
+        let section = SafetyFinishReasonConfig {
+            enabled: true,
+            detectors: Some(vec![
+                detector(
+                    "OpenAICompatibleContentFilterDetector",
+                    &["content_filter", " Sensitive ", "risk_control"],
+                ),
+                detector("AnthropicRefusalDetector", &[]),
+                // A class deerflow does not have: its reasons are not used.
+                detector("WenxinSafetyDetector", &["wenxin_block"]),
+            ]),
+        };
+        let rules = StopRules::from_config(&section);
+        assert_eq!(
+            rules.extra_safety,
+            ["content_filter", "sensitive", "risk_control"]
+        );
+        for r in [
+            "sensitive",
+            "RISK_CONTROL",
+            "refusal",
+            "SAFETY",
+            "content_filter",
+        ] {
+            assert_eq!(rules.kind(Some(r)), StopKind::ContentFilter, "{r}");
+        }
+        assert_eq!(rules.kind(Some("wenxin_block")), StopKind::Normal);
+        assert_eq!(rules.kind(Some("sensitive")), StopKind::ContentFilter);
+        assert_eq!(
+            StopRules::default().kind(Some("sensitive")),
+            StopKind::Normal
+        );
+        // `enabled: false`: no safety stop at all; the output limit still counts.
+        let off = StopRules::from_config(&SafetyFinishReasonConfig {
+            enabled: false,
+            ..section
+        });
+        for r in ["sensitive", "refusal", "content_filter"] {
+            assert_eq!(off.kind(Some(r)), StopKind::Normal, "{r}");
+        }
+        assert_eq!(off.kind(Some("length")), StopKind::OutputLimit);
     }
 
     #[test]

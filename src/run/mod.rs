@@ -77,6 +77,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         loop_limits: spec.loop_limits.clone(),
         control: control.clone(),
         context: spec.context.clone(),
+        stops: spec.stops.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
     let scheduler = spec.subagents.clone().map(|setup| {

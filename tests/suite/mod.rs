@@ -19,6 +19,7 @@ mod provider_faults;
 mod replay_runs;
 mod sandbox;
 mod signals;
+mod stop_reasons;
 mod subagents;
 mod subagents_http;
 mod thinking;
