@@ -407,6 +407,10 @@ fn zero_turns_and_non_positive_timeouts_are_config_errors() {
             "models:\n  - {name: m, use: openai, model: x, price: {input_per_mtok: -1, output_per_mtok: 2}}",
             "models[0].price.input_per_mtok: expected a price of 0 or more per million tokens, found -1",
         ),
+        (
+            "models:\n  - {name: m, use: anthropic, model: x, price: {input_per_mtok: 1, output_per_mtok: 2, cache_write_per_mtok: -0.5}}",
+            "models[0].price.cache_write_per_mtok: expected a price of 0 or more per million tokens, found -0.5",
+        ),
     ];
     for (text, want) in cases {
         let problems = load_text(text, &[], &Env::empty())
