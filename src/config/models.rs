@@ -277,6 +277,11 @@ fn entry_http(
         when_enabled: m.when_thinking_enabled.clone().unwrap_or_default(),
         when_disabled: m.when_thinking_disabled.clone().unwrap_or_default(),
     };
+    http.use_responses_api = m.use_responses_api.unwrap_or_else(|| {
+        m.output_version
+            .as_deref()
+            .is_some_and(|v| v.trim() == "responses/v1")
+    });
     Ok(http)
 }
 

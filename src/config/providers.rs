@@ -155,6 +155,8 @@ pub struct HttpSettings {
     /// The model's own `extra_body`, merged into every request.
     pub extra_body: Map<String, Value>,
     pub thinking: ThinkingSettings,
+    /// openai: the Responses API (`/responses`) instead of Chat Completions.
+    pub use_responses_api: bool,
 }
 
 /// A model's thinking configuration (contract §10) and the run's `--thinking` choice.
@@ -224,6 +226,7 @@ impl HttpSettings {
             reasoning_effort: None,
             extra_body: Map::new(),
             thinking: ThinkingSettings::default(),
+            use_responses_api: false,
         }
     }
 }

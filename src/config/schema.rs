@@ -93,6 +93,14 @@ pub struct ModelEntry {
     /// Merged at the top level of every request body of this model.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// openai only: talk to `/responses` instead of `/chat/completions`. Unset, DeerFlow's
+    /// `output_version: responses/v1` means the same (LangChain's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_responses_api: Option<bool>,
+    /// LangChain's message format (`v0`, `v1`, `responses/v1`); only `responses/v1` means
+    /// anything here (see `use_responses_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_version: Option<String>,
 }
 
 /// `config show` prints the provider's name.
