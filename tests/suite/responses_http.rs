@@ -105,6 +105,7 @@ async fn a_tool_round_trip_with_the_lead_and_a_sub_agent() {
                         json!({"path": "a.txt", "content": "from the sub-agent"}),
                     )],
                 )
+                .responses_reasoning("The sub-agent plans.", "gAAAA-SUB==")
                 .usage(100, 20),
             )
             .times(1),
@@ -124,6 +125,9 @@ async fn a_tool_round_trip_with_the_lead_and_a_sub_agent() {
     let running = out.of_type("task_running");
     assert_eq!(running[0]["message"]["text"], "Writing.");
     assert_eq!(running[0]["message"]["tool_calls"][0]["id"], "call_w");
+    assert_eq!(running[0]["message"]["reasoning"], "The sub-agent plans.");
+    // A sub-agent's reasoning is no `reasoning` event of the lead.
+    assert!(out.of_type("reasoning").is_empty());
     assert_eq!(running[1]["message"]["status"], "ok");
     assert_eq!(out.first("task_completed")["result"], "Done: a.txt");
     assert_eq!(out.completed()["final_message"], "The sub-agent wrote it.");
@@ -146,14 +150,16 @@ async fn a_tool_round_trip_with_the_lead_and_a_sub_agent() {
         types_of(&items),
         [
             "message:user",
+            "reasoning",
             "message:assistant",
             "function_call",
             "function_call_output"
         ]
     );
-    assert_eq!(items[1]["content"], "Writing.");
+    assert_eq!(items[1]["encrypted_content"], "gAAAA-SUB==");
+    assert_eq!(items[2]["content"], "Writing.");
     assert_eq!(
-        items[2],
+        items[3],
         json!({"type": "function_call", "call_id": "call_w", "name": "write_file",
                "arguments": json!({"path": "a.txt", "content": "from the sub-agent"}).to_string()})
     );
