@@ -157,7 +157,11 @@ async fn a_tool_round_trip_with_the_lead_and_a_sub_agent() {
         ]
     );
     assert_eq!(items[1]["encrypted_content"], "gAAAA-SUB==");
-    assert_eq!(items[2]["content"], "Writing.");
+    assert_eq!(
+        items[2],
+        json!({"role": "assistant", "content": [{"type": "output_text", "text": "Writing."}],
+               "id": "msg_mock_1_1"})
+    );
     assert_eq!(
         items[3],
         json!({"type": "function_call", "call_id": "call_w", "name": "write_file",

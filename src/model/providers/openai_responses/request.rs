@@ -12,6 +12,9 @@ use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 /// The item type of the reasoning the API returns; only these of an assistant message's
 /// blocks are the Responses API's own (another provider's blocks never go to it).
 pub(super) const REASONING_ITEM: &str = "reasoning";
+/// The item type of a message. After a reasoning item, the message it led to is kept as
+/// `{type: message, id}` among the blocks: it goes back with that id.
+pub(super) const MESSAGE_ITEM: &str = "message";
 
 /// The JSON body of one `POST /responses`.
 pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
@@ -121,7 +124,16 @@ fn assistant_items(out: &mut Vec<Value>, text: Option<&str>, calls: &[ToolCall],
         out.extend(blocks.iter().filter(|b| goes_back(b)).cloned());
     }
     if let Some(text) = text {
-        out.push(json!({"role": "assistant", "content": text}));
+        let mut message =
+            json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]});
+        let id = blocks
+            .iter()
+            .find(|b| b["type"] == MESSAGE_ITEM)
+            .and_then(|b| b["id"].as_str());
+        if let Some(id) = id {
+            message["id"] = json!(id);
+        }
+        out.push(message);
     }
     for call in calls {
         // Without the item id (`fc_…`): the call is identified by `call_id`, and an id
@@ -183,6 +195,7 @@ mod tests {
                     text: Some("Think.".into()),
                     blocks: vec![
                         reasoning_item(Some("gAAAA==")),
+                        json!({"type": "message", "id": "msg_1"}),
                         // Another provider's block, and one the API could not find again.
                         json!({"type": "thinking", "thinking": "x", "signature": "s"}),
                         reasoning_item(None),
@@ -222,12 +235,13 @@ mod tests {
                 "input": [
                     {"role": "user", "content": "time?"},
                     reasoning_item(Some("gAAAA==")),
-                    {"role": "assistant", "content": "Checking."},
+                    {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}],
+                     "id": "msg_1"},
                     {"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": "{}"},
                     {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{oops"},
                     {"type": "function_call_output", "call_id": "call_1", "output": "12:34"},
                     {"type": "function_call_output", "call_id": "call_2", "output": "bad args"},
-                    {"role": "assistant", "content": "It is 12:34."},
+                    {"role": "assistant", "content": [{"type": "output_text", "text": "It is 12:34."}]},
                     {"role": "user", "content": "thanks"},
                 ],
                 "tools": [{"type": "function", "name": "get_time", "description": "Current time",

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::request::REASONING_ITEM;
+use super::request::{MESSAGE_ITEM, REASONING_ITEM};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, stream_error};
@@ -64,6 +64,8 @@ pub struct ResponsesAssembler {
     indexes: BTreeMap<String, u64>,
     /// Whole reasoning items as the API sent them, by output index.
     reasoning_items: BTreeMap<u64, Value>,
+    /// The ids of message items, by output index.
+    message_ids: BTreeMap<u64, String>,
     /// Any `output_item.done` seen: otherwise the final response's `output` is read.
     saw_items: bool,
     finish_reason: Option<String>,
@@ -99,7 +101,15 @@ impl Assembler for ResponsesAssembler {
                 "stream ended before the response was complete",
             ));
         }
-        let mut blocks: Vec<Value> = self.reasoning_items.into_values().collect();
+        // A reasoning item goes back followed by the output it led to, as the same items: so
+        // with reasoning, the message's id is kept too (the calls go by their `call_id`).
+        let mut kept = self.reasoning_items;
+        if !kept.is_empty() {
+            for (index, id) in self.message_ids {
+                kept.insert(index, json!({"type": MESSAGE_ITEM, "id": id}));
+            }
+        }
+        let blocks: Vec<Value> = kept.into_values().collect();
         let mut summary: Vec<String> = self.summaries.into_values().collect();
         if summary.iter().all(String::is_empty) {
             summary = blocks.iter().flat_map(summary_texts).collect();
@@ -116,7 +126,6 @@ impl Assembler for ResponsesAssembler {
             "completed" => "tool_calls".to_string(),
             _ => reason,
         });
-        blocks.retain(|b| b["type"] == REASONING_ITEM);
         Ok(ModelResponse {
             text: (!text.is_empty()).then_some(text),
             tool_calls,
@@ -247,7 +256,10 @@ impl ResponsesAssembler {
                     call.arguments = arguments.to_string();
                 }
             }
-            Some("message") => {
+            Some(MESSAGE_ITEM) => {
+                if let Some(id) = item["id"].as_str() {
+                    self.message_ids.insert(index, id.to_string());
+                }
                 let whole = message_text(item);
                 if !whole.is_empty() {
                     self.text.insert(index, whole);
@@ -375,8 +387,6 @@ fn failure(error: &Value) -> ModelError {
 mod tests {
     use std::time::Duration;
 
-    use serde_json::json;
-
     use super::*;
     use crate::model::http;
     use crate::model::test_support::chunked;
@@ -461,12 +471,17 @@ mod tests {
         );
         assert!(summary.ends_with("calculated as x = 10 - 1."), "{summary}");
         assert_eq!(summary.chars().count(), 399);
-        assert_eq!(r.reasoning.blocks.len(), 1);
+        assert_eq!(r.reasoning.blocks.len(), 2);
         assert_eq!(
             r.reasoning.blocks[0]["id"],
             "rs_6877c00e9a24819d81db1f21b0dc3b8c014f759afd995257"
         );
         assert_eq!(r.reasoning.blocks[0]["summary"][0]["text"], json!(summary));
+        // The message the reasoning led to is named by its id, to go back after it.
+        assert_eq!(
+            r.reasoning.blocks[1],
+            json!({"type": "message", "id": "msg_6877c013ce50819d8933b430052e5fff014f759afd995257"})
+        );
         assert!(r.tool_calls.is_empty());
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
         assert_eq!(r.usage, usage(20, 166, 186, Some(0)));
