@@ -635,3 +635,60 @@ async fn deerflows_example_entry_uses_the_responses_api() {
     assert_eq!(req.body["model"], "gpt-5");
     assert_eq!(req.body["include"], json!(["reasoning.encrypted_content"]));
 }
+
+/// The mock itself: one scripted OpenAI reply speaks Chat Completions or the Responses API
+/// by the path it answers, with sequence numbers and SSE names like the real stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mock_speaks_the_api_of_the_path() {
+    let server = MockServer::start().await;
+    let reply = || Reply::text_and_tools("hi", vec![("c1", "ls", json!({"path": "."}))]);
+    server.push_reply(reply().usage(7, 3).cached(2));
+    server.push_reply(reply());
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let post = |path: &str| {
+        client
+            .post(format!("{}{path}", server.url()))
+            .header("content-type", "application/json")
+            .body(json!({"model": "m"}).to_string())
+            .send()
+    };
+    let body = post("/responses").await.unwrap().text().await.unwrap();
+    let events: Vec<(String, Value)> = body
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (name, data) = e.split_once('\n').unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            (name.strip_prefix("event: ").unwrap().to_string(), data)
+        })
+        .collect();
+    for (i, (name, data)) in events.iter().enumerate() {
+        assert_eq!(data["type"], json!(name));
+        assert_eq!(data["sequence_number"], i);
+    }
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(last["response"]["output"][0]["content"][0]["text"], "hi");
+    assert_eq!(last["response"]["output"][1]["call_id"], "c1");
+    assert_eq!(
+        last["response"]["usage"]["input_tokens_details"]["cached_tokens"],
+        2
+    );
+    let arguments: String = events
+        .iter()
+        .filter(|(n, _)| n == "response.function_call_arguments.delta")
+        .map(|(_, d)| d["delta"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(arguments, json!({"path": "."}).to_string());
+    let chat = post("/chat/completions")
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        chat.contains("\"object\":\"chat.completion.chunk\""),
+        "{chat}"
+    );
+    assert!(chat.ends_with("data: [DONE]\n\n"));
+}
