@@ -279,6 +279,11 @@ fn entry_http(
     };
     http.prompt_cache = m.prompt_cache;
     check_thinking_budget(&http, m.max_tokens.is_some(), at)?;
+    http.use_responses_api = m.use_responses_api.unwrap_or_else(|| {
+        m.output_version
+            .as_deref()
+            .is_some_and(|v| v.trim() == "responses/v1")
+    });
     Ok(http)
 }
 

@@ -437,4 +437,42 @@ fn a_thinking_budget_must_be_below_the_output_limit_it_is_sent_with() {
     let unused =
         entry("    when_thinking_enabled: {thinking: {type: enabled, budget_tokens: 99999}}\n");
     assert_eq!(resolve(&unused), Ok(()));
+fn the_responses_api_is_chosen_by_use_responses_api_or_deerflows_output_version() {
+    let entries = [
+        ("{name: a, model: gpt-5, use_responses_api: true}", true),
+        (
+            "{name: a, model: gpt-5, output_version: responses/v1}",
+            true,
+        ),
+        ("{name: a, model: gpt-5, output_version: v1}", false),
+        // An explicit `false` wins, as in LangChain.
+        (
+            "{name: a, model: gpt-5, use_responses_api: false, output_version: responses/v1}",
+            false,
+        ),
+        ("{name: a, model: gpt-5}", false),
+    ];
+    let env = Env::from_pairs([("OPENAI_API_KEY", "k")]);
+    for (entry, on) in entries {
+        let (dir, l) = loaded(&format!("models: [{entry}]"), &env);
+        assert!(l.ignored.is_empty(), "{entry}: {:?}", l.ignored);
+        let http = resolve_model_with(&l, "a", dir.path(), &env)
+            .unwrap()
+            .http
+            .unwrap();
+        assert_eq!(http.use_responses_api, on, "{entry}");
+    }
+    // DeerFlow's own example entry reads as it is.
+    let text = format!("models:\n{}", deerflow_example_entry("gpt-5-responses"));
+    let (dir, l) = loaded(&text, &env);
+    assert!(
+        !l.ignored
+            .iter()
+            .any(|k| k.ends_with("use_responses_api") || k.ends_with("output_version")),
+        "{:?}",
+        l.ignored
+    );
+    let r = resolve_model_with(&l, "gpt-5-responses", dir.path(), &env).unwrap();
+    assert_eq!(r.provider(), "openai");
+    assert!(r.http.unwrap().use_responses_api);
 }

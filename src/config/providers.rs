@@ -161,6 +161,8 @@ pub struct HttpSettings {
     pub thinking: ThinkingSettings,
     /// Anthropic: mark the prompt-cache breakpoints (`prompt_cache`, on by default).
     pub prompt_cache: bool,
+    /// openai: the Responses API (`/responses`) instead of Chat Completions.
+    pub use_responses_api: bool,
 }
 
 /// A model's thinking configuration (contract §10) and the run's `--thinking` choice.
@@ -231,6 +233,7 @@ impl HttpSettings {
             extra_body: Map::new(),
             thinking: ThinkingSettings::default(),
             prompt_cache: true,
+            use_responses_api: false,
         }
     }
 }

@@ -98,6 +98,14 @@ pub struct ModelEntry {
     /// latest turns, so later calls with the same prefix read it from the prompt cache.
     #[serde(default = "default_true")]
     pub prompt_cache: bool,
+    /// openai only: talk to `/responses` instead of `/chat/completions`. Unset, DeerFlow's
+    /// `output_version: responses/v1` means the same (LangChain's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_responses_api: Option<bool>,
+    /// LangChain's message format (`v0`, `v1`, `responses/v1`); only `responses/v1` means
+    /// anything here (see `use_responses_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_version: Option<String>,
 }
 
 /// `config show` prints the provider's name.

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::providers::{anthropic, cannot_serve, openai_chat, replay};
+use super::providers::{anthropic, cannot_serve, openai_chat, openai_responses, replay};
 use super::ChatModel;
 use crate::config::{base_url, DeerFlowClasses, Endpoint, ProviderInfo, Providers, ResolvedModel};
 
@@ -47,7 +47,7 @@ pub static PROVIDERS: &[Provider] = &[
             // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, …
             deerflow_classes: DeerFlowClasses::Rest,
         },
-        build: openai_chat::build,
+        build: openai,
     },
     Provider {
         info: ProviderInfo {
@@ -75,6 +75,16 @@ pub static PROVIDERS: &[Provider] = &[
         build: replay::build,
     },
 ];
+
+/// `use: openai` speaks Chat Completions, or the Responses API when the model asks for it
+/// (`use_responses_api`): one provider, two wire protocols.
+fn openai(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
+    if r.http.as_ref().is_some_and(|h| h.use_responses_api) {
+        openai_responses::build(r)
+    } else {
+        openai_chat::build(r)
+    }
+}
 
 /// A provider table: deerflow's own ([`Registry::STANDARD`]), or another in tests.
 #[derive(Debug, Clone, Copy)]

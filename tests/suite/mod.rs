@@ -17,6 +17,7 @@ mod output_schema;
 mod provider_echo;
 mod provider_faults;
 mod replay_runs;
+mod responses_http;
 mod sandbox;
 mod signals;
 mod stop_reasons;

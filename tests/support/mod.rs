@@ -2,7 +2,9 @@
 //!
 //! Hand-rolled HTTP/1.1 on a `TcpListener` (one request per connection, `Connection: close`)
 //! so tests control chunk timing, gates, stalls and disconnects exactly. It speaks OpenAI
-//! Chat Completions SSE and Anthropic Messages SSE; the scripted `Reply` decides which.
+//! Chat Completions SSE and Anthropic Messages SSE; the scripted `Reply` decides which. An
+//! OpenAI reply to a request for a `/responses` path speaks the OpenAI Responses API
+//! (`responses.rs`).
 //!
 //! ```ignore
 //! let server = MockServer::start().await;
@@ -14,6 +16,7 @@
 mod conn;
 mod gate;
 mod http;
+mod responses;
 mod script;
 mod sse;
 

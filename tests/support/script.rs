@@ -108,6 +108,8 @@ pub(crate) enum Body {
     },
     /// Anthropic `message_start` followed by an `error` event.
     AnthropicError { kind: String, message: String },
+    /// OpenAI Responses API SSE (see `responses.rs`).
+    Responses(super::responses::ResponsesBody),
     /// SSE chunks written verbatim.
     RawSse(Vec<String>),
     /// A plain response with a `Content-Length` body.

@@ -5,6 +5,7 @@
 
 pub mod anthropic;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod replay;
 
 use crate::config::ResolvedModel;
