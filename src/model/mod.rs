@@ -182,7 +182,7 @@ pub enum StopKind {
     Normal,
     /// Cut at the output limit: OpenAI `length`, Anthropic `max_tokens`.
     OutputLimit,
-    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`.
+    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`, Gemini `SAFETY`, …
     ContentFilter,
 }
 
@@ -194,6 +194,14 @@ impl ModelResponse {
         match reason.to_ascii_lowercase().as_str() {
             "length" | "max_tokens" | "max_output_tokens" => StopKind::OutputLimit,
             "content_filter" | "refusal" | "safety" => StopKind::ContentFilter,
+            // Gemini's other safety stops (`providers::gemini::SAFETY_REASONS`).
+            "recitation"
+            | "prohibited_content"
+            | "blocklist"
+            | "spii"
+            | "image_safety"
+            | "image_prohibited_content"
+            | "image_recitation" => StopKind::ContentFilter,
             _ => StopKind::Normal,
         }
     }
