@@ -154,6 +154,31 @@ mod tests {
     }
 
     #[test]
+    fn google_classes_go_only_to_a_row_that_claims_them() {
+        static GEMINI: ProviderInfo = ProviderInfo {
+            name: "gemini",
+            example_model: Some("gemini-2.5-flash"),
+            endpoint: None,
+            deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
+        };
+        let with = Providers::new(testing::ROWS.iter().chain([&GEMINI]));
+        let genai = "langchain_google_genai:ChatGoogleGenerativeAI";
+        assert_eq!(provider_of(genai, &with).map(|p| p.name), Some("gemini"));
+        // Without such a row it is unserved, never the OpenAI-compatible `Rest` row.
+        assert_eq!(provider_of(genai, &testing::providers()), None);
+        for vertex in [
+            "langchain_google_vertexai:ChatVertexAI",
+            "langchain_google_vertexai.model_garden:ChatAnthropicVertex",
+        ] {
+            assert_eq!(provider_of(vertex, &with), None, "{vertex}");
+            assert!(
+                unsupported(vertex, &with).contains("no client for Vertex AI"),
+                "{vertex}"
+            );
+        }
+    }
+
+    #[test]
     fn sandbox_names() {
         assert_eq!(normalize_sandbox("local"), Some("local"));
         assert_eq!(

@@ -433,6 +433,9 @@ mod tests {
         let converted = parameters(&schema).unwrap();
         assert_accepted(&converted, "$");
         assert_eq!(converted["properties"]["tree"]["description"], "A node");
+        // A reference to itself ends too.
+        let looping = json!({"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}});
+        assert_eq!(parameters(&looping).unwrap()["properties"]["a"], json!({}));
         // Unknown references are dropped, not followed.
         let remote = json!({"type": "object", "properties": {"x": {"$ref": "https://e/x.json"}}});
         assert_eq!(parameters(&remote).unwrap()["properties"]["x"], json!({}));
