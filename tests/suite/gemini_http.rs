@@ -642,3 +642,42 @@ async fn a_recorded_gemini_run_keeps_its_signatures_and_replays() {
         "hi"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_3_gets_the_output_schema_natively() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::gemini_text("{\"n\": 3}").usage(5, 3));
+    let ws = workspace();
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                        "required": ["n"], "additionalProperties": false});
+    let schema_file = ws.path().join("answer.json");
+    std::fs::write(&schema_file, schema.to_string()).unwrap();
+    let cfg = ws.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "models:\n  - {{name: g3, use: gemini, model: gemini-3-flash-preview, base_url: '{}', api_key: {KEY}}}\n",
+            server.gemini_url()
+        ),
+    )
+    .unwrap();
+    let out = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "--output-schema",
+        schema_file.to_str().unwrap(),
+        "-C",
+        ws.path().to_str().unwrap(),
+        "count",
+    ])
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_output"], json!({"n": 3}));
+    let generation = &server.requests()[0].body["generationConfig"];
+    assert_eq!(generation["responseMimeType"], "application/json");
+    // The schema as the file holds it: responseJsonSchema takes JSON Schema.
+    assert_eq!(generation["responseJsonSchema"], schema);
+}
