@@ -117,7 +117,8 @@ fn humanize(path: KeyPath, msg: &str) -> Problem {
         .or_else(|| msg.strip_prefix("invalid value: "));
     if let Some((found, expected)) = body.and_then(|b| b.rsplit_once(", expected ")) {
         // Never echo what was found in a secret's place.
-        let found = if path.0.last() == Some(&Seg::Key("api_key".into())) {
+        let secret = ["api_key", "gemini_api_key", "google_api_key"].map(|k| Seg::Key(k.into()));
+        let found = if path.0.last().is_some_and(|seg| secret.contains(seg)) {
             "a value of another type".to_string()
         } else {
             found_text(found)
@@ -213,6 +214,11 @@ mod tests {
         assert_eq!(
             p,
             ["models[0].api_key: expected a string, found a value of another type"]
+        );
+        let (_, p) = run("models: [{name: a, gemini_api_key: 123456789}]");
+        assert_eq!(
+            p,
+            ["models[0].gemini_api_key: expected a string, found a value of another type"]
         );
     }
 

@@ -44,12 +44,19 @@ pub struct ModelEntry {
     #[serde(rename = "use", default = "default_use")]
     pub use_: String,
     /// The provider table's row for `use_`, set after decoding (`deerflow::provider_of`);
-    /// `None` for a DeerFlow class no provider serves (Gemini's native API).
+    /// `None` for a DeerFlow class no provider serves (Vertex AI).
     #[serde(skip_deserializing, serialize_with = "provider_name")]
     pub provider: Option<&'static ProviderInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `gemini_api_key` / `google_api_key`: DeerFlow's and LangChain's names for a Gemini
+    /// entry's key.
+    #[serde(
+        default,
+        alias = "gemini_api_key",
+        alias = "google_api_key",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_key: Option<String>,
     #[serde(default, alias = "api_base", skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,

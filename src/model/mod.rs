@@ -187,7 +187,7 @@ pub enum StopKind {
     Normal,
     /// Cut at the output limit: OpenAI `length`, Anthropic `max_tokens`.
     OutputLimit,
-    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`.
+    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`, Gemini `SAFETY`, …
     ContentFilter,
 }
 
@@ -228,6 +228,10 @@ const SAFETY_STOPS: &[&str] = &[
     "prohibited_content",
     "spii",
     "recitation",
+    // Gemini's image safety stops (`providers::gemini::SAFETY_REASONS`).
+    "image_safety",
+    "image_prohibited_content",
+    "image_recitation",
 ];
 
 /// Output-limit stops: OpenAI `length`, Anthropic `max_tokens` (and

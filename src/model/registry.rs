@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::providers::{anthropic, cannot_serve, openai_chat, openai_responses, replay};
+use super::providers::{anthropic, cannot_serve, gemini, openai_chat, openai_responses, replay};
 use super::ChatModel;
 use crate::config::{base_url, DeerFlowClasses, Endpoint, ProviderInfo, Providers, ResolvedModel};
 
@@ -64,6 +64,23 @@ pub static PROVIDERS: &[Provider] = &[
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },
         build: anthropic::build,
+    },
+    Provider {
+        info: ProviderInfo {
+            name: "gemini",
+            example_model: Some("gemini-2.5-flash"),
+            endpoint: Some(Endpoint {
+                // LangChain's ChatGoogleGenerativeAI reads GOOGLE_API_KEY.
+                key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+                url_var: "GEMINI_BASE_URL",
+                default_url: "https://generativelanguage.googleapis.com",
+                hosted: "generativelanguage.googleapis.com",
+                normalize_base: gemini::normalize_base,
+            }),
+            // langchain_google_genai:ChatGoogleGenerativeAI (never Vertex AI's classes).
+            deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
+        },
+        build: gemini::build,
     },
     Provider {
         info: ProviderInfo {

@@ -35,6 +35,7 @@ pub(crate) fn chunks(reply: &Reply, ctx: &StreamCtx) -> Vec<String> {
                 json!({"type": "error", "error": {"type": kind, "message": message}}),
             ),
         ],
+        Body::Gemini(g) => super::gemini::chunks(reply, g, ctx),
         Body::RawSse(chunks) => chunks.clone(),
         Body::Status { .. } => Vec::new(),
     }

@@ -4,6 +4,7 @@
 //! bodies and assemble stream events.
 
 pub mod anthropic;
+pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod replay;
