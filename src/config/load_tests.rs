@@ -188,15 +188,14 @@ fn aliased_key_errors_point_at_the_line() {
 
 #[test]
 fn several_problems_are_summarized_on_one_line() {
-    let text = "sandbox: {use: deerflow.community.aio_sandbox:AioSandboxProvider}\nsubagents:\n  custom_agents:\n    r: {system_prompt: x}\n";
+    let text = "sandbox: {use: deerflow.community.boxlite:BoxliteProvider}\nsubagents:\n  custom_agents:\n    r: {system_prompt: x}\n";
     let err = load_text(text, &[], &Env::empty()).unwrap_err();
     let problems = err.problems();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0]
         .starts_with("subagents.custom_agents.r.description: required key is missing (line 4 of"));
-    assert!(problems[1].starts_with(
-        "sandbox.use: deerflow.community.aio_sandbox:AioSandboxProvider is not supported"
-    ));
+    assert!(problems[1]
+        .starts_with("sandbox.use: deerflow.community.boxlite:BoxliteProvider is not supported"));
     let line = err.to_string();
     assert!(
         line.contains("(and 1 more; run `deerflow config check`"),

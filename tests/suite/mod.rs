@@ -18,6 +18,7 @@ mod provider_echo;
 mod provider_faults;
 mod replay_runs;
 mod sandbox;
+mod sandbox_docker;
 mod signals;
 mod subagents;
 mod subagents_http;
