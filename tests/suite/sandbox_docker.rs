@@ -212,7 +212,7 @@ async fn a_command_timeout_kills_the_process_inside_the_container() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_container_is_removed_after_a_failure_and_a_run_timeout() {
+async fn the_container_is_removed_after_a_failure_a_run_timeout_and_the_budget() {
     let Some(docker) = daemon().await else { return };
     let ws = workspace();
     let p = prefix();
@@ -231,40 +231,63 @@ async fn the_container_is_removed_after_a_failure_and_a_run_timeout() {
     assert_eq!(out.code, 124, "{}", out.stderr);
     assert!(started.elapsed() < Duration::from_secs(15));
     assert!(containers(&docker, &p).await.is_empty(), "after --timeout");
+
+    let spend = json!({"version": 1, "lead": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}],
+         "usage": {"input_tokens": 90, "output_tokens": 10}},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo again"}}],
+         "usage": {"input_tokens": 90, "output_tokens": 10}},
+        {"text": "never"}]});
+    let cfg = config(ws.path(), spend, &p, "");
+    let out = run(ws.path(), &cfg, &["--max-tokens", "150"]).json().await;
+    assert_eq!(out.code, 8, "{}", out.stderr);
+    assert_eq!(results(&out), ["hi\n"]);
+    assert!(containers(&docker, &p).await.is_empty(), "after the budget");
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_mid_command_removes_the_container() {
+async fn sigterm_or_sigint_mid_command_removes_the_container() {
     let Some(docker) = daemon().await else { return };
-    let ws = workspace();
-    let p = prefix();
-    let cfg = config(ws.path(), bash_calls(&["touch started; sleep 604"]), &p, "");
-    let mut cmd = run(ws.path(), &cfg, &[]).command();
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = cmd.spawn().expect("spawn deerflow");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ws.path().join("started").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let ws = workspace();
+        let p = prefix();
+        let cfg = config(
+            ws.path(),
+            bash_calls(&["touch started; sleep 604"]),
+            &p,
+            "",
+        );
+        let mut cmd = run(ws.path(), &cfg, &[]).command();
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().expect("spawn deerflow");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ws.path().join("started").exists() {
+            assert!(Instant::now() < deadline, "the command never started");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let running = containers(&docker, &p).await;
+        assert_eq!(running.len(), 1, "{running:?}");
+        assert!(running[0].starts_with(&format!("{p}-")), "{running:?}");
+        let pid = child.id().expect("running") as i32;
+        let signalled = Instant::now();
+        // SAFETY: kill only sends a signal to the child this test spawned.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("deerflow did not stop")
+            .unwrap();
+        assert_eq!(status.code(), Some(code));
+        assert!(
+            signalled.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            signalled.elapsed()
+        );
+        assert!(
+            containers(&docker, &p).await.is_empty(),
+            "after signal {signal}"
+        );
     }
-    let running = containers(&docker, &p).await;
-    assert_eq!(running.len(), 1, "{running:?}");
-    let pid = child.id().expect("running") as i32;
-    let signalled = Instant::now();
-    // SAFETY: kill only sends a signal to the child this test spawned.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("deerflow did not stop")
-        .unwrap();
-    assert_eq!(status.code(), Some(143));
-    assert!(
-        signalled.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        signalled.elapsed()
-    );
-    assert!(containers(&docker, &p).await.is_empty(), "after SIGTERM");
 }
 
 /// Two parallel sub-agents: each writes its container's hostname and checks, with a lock
