@@ -251,12 +251,7 @@ async fn sigterm_or_sigint_mid_command_removes_the_container() {
     for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
         let ws = workspace();
         let p = prefix();
-        let cfg = config(
-            ws.path(),
-            bash_calls(&["touch started; sleep 604"]),
-            &p,
-            "",
-        );
+        let cfg = config(ws.path(), bash_calls(&["touch started; sleep 604"]), &p, "");
         let mut cmd = run(ws.path(), &cfg, &[]).command();
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -566,4 +561,209 @@ async fn replicas_and_prefix_are_checked() {
         "{}",
         check.stdout
     );
+}
+
+/// A minimal registry (the v2 API, plain HTTP on 127.0.0.1, which the daemon treats as
+/// insecure by default) serving one image: a static busybox as `sh`. Counts manifest
+/// requests, so a test can tell whether the image was pulled.
+struct Registry {
+    port: u16,
+    manifests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn sha256_of(path: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
+
+async fn registry(dir: &Path) -> Option<Registry> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let busybox = Path::new("/bin/busybox");
+    if !busybox.is_file() {
+        eprintln!("notice: /bin/busybox is missing; the image pull test is skipped");
+        return None;
+    }
+    let root = dir.join("rootfs");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
+    for applet in ["sh", "echo", "cat"] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+    }
+    let tar = dir.join("layer.tar");
+    let ok = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let gz = dir.join("layer.tar.gz");
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "gzip -n -c '{}' > '{}'",
+            tar.display(),
+            gz.display()
+        ))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let config = json!({"architecture": arch, "os": "linux",
+        "config": {"Env": ["PATH=/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [sha256_of(&tar)]}})
+    .to_string();
+    let config_path = dir.join("config.json");
+    std::fs::write(&config_path, &config).unwrap();
+    let layer = std::fs::read(&gz).unwrap();
+    let (config_digest, layer_digest) = (sha256_of(&config_path), sha256_of(&gz));
+    let manifest = json!({"schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                   "size": config.len(), "digest": config_digest},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": layer.len(), "digest": layer_digest}]})
+    .to_string();
+    let manifest_path = dir.join("manifest.json");
+    std::fs::write(&manifest_path, &manifest).unwrap();
+    let manifest_digest = sha256_of(&manifest_path);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let manifests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = manifests.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let (config, layer, manifest) = (config.clone(), layer.clone(), manifest.clone());
+            let (config_digest, layer_digest, manifest_digest) = (
+                config_digest.clone(),
+                layer_digest.clone(),
+                manifest_digest.clone(),
+            );
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                    // The daemon tries TLS first; closing at once makes it fall back to HTTP
+                    // without waiting for its handshake timeout.
+                    if head.len() > 65536 || head.first() == Some(&0x16) {
+                        return;
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let mut words = text.split_whitespace();
+                let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let (status, ctype, body, digest): (&str, &str, Vec<u8>, Option<&str>) =
+                    if path == "/v2/" {
+                        ("200 OK", "application/json", b"{}".to_vec(), None)
+                    } else if path.contains("/manifests/") {
+                        if method == "GET" {
+                            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        (
+                            "200 OK",
+                            "application/vnd.docker.distribution.manifest.v2+json",
+                            manifest.into_bytes(),
+                            Some(&manifest_digest),
+                        )
+                    } else if path.ends_with(&config_digest) {
+                        (
+                            "200 OK",
+                            "application/octet-stream",
+                            config.into_bytes(),
+                            Some(&config_digest),
+                        )
+                    } else if path.ends_with(&layer_digest) {
+                        (
+                            "200 OK",
+                            "application/octet-stream",
+                            layer,
+                            Some(&layer_digest),
+                        )
+                    } else {
+                        ("404 Not Found", "application/json", b"{}".to_vec(), None)
+                    };
+                let mut reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
+                     Docker-Distribution-API-Version: registry/2.0\r\nConnection: close\r\n",
+                    body.len()
+                );
+                if let Some(d) = digest {
+                    reply.push_str(&format!("Docker-Content-Digest: {d}\r\n"));
+                }
+                reply.push_str("\r\n");
+                let mut bytes = reply.into_bytes();
+                if method != "HEAD" {
+                    bytes.extend_from_slice(&body);
+                }
+                let _ = conn.write_all(&bytes).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    Some(Registry { port, manifests })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_image_is_pulled_once() {
+    let Some(docker) = daemon().await else { return };
+    let ws = workspace();
+    let files = tempfile::tempdir().unwrap();
+    let Some(reg) = registry(files.path()).await else {
+        return;
+    };
+    let image = format!(
+        "127.0.0.1:{}/deerflow-pull-test:v{:08x}",
+        reg.port,
+        fastrand::u32(..)
+    );
+    let p = prefix();
+    let write = |ws: &Path| {
+        let cfg = config(ws, bash_calls(&["echo pulled-and-ran"]), &p, "");
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace(&format!("\"{IMAGE}\""), &format!("\"{image}\""));
+        std::fs::write(&cfg, text).unwrap();
+        cfg
+    };
+    let cfg = write(ws.path());
+    let out = run(ws.path(), &cfg, &[]).json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(results(&out), ["pulled-and-ran\n"]);
+    let pulls = reg.manifests.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(pulls >= 1, "the image was not pulled");
+    // Present now: the next run does not pull it again.
+    let out = run(ws.path(), &cfg, &[]).json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        reg.manifests.load(std::sync::atomic::Ordering::SeqCst),
+        pulls
+    );
+    assert!(containers(&docker, &p).await.is_empty());
+    let _ = docker
+        .remove_image(
+            &image,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
 }
