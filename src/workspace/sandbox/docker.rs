@@ -440,6 +440,13 @@ struct KillOnDrop {
 
 impl KillOnDrop {
     async fn kill(&self) {
+        // A command stopped at once may not have reported its id yet; it does so first thing.
+        for _ in 0..25 {
+            if self.pid.get().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         if let Some(pid) = self.pid.get().copied() {
             let work = kill_group(&self.docker, &self.container, pid, self.user.as_deref());
             let _ = tokio::time::timeout(CLEANUP_TIMEOUT, work).await;
