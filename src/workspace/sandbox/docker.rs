@@ -178,6 +178,9 @@ impl Shared {
 
     /// Creates and starts a container named `name`.
     async fn create(&self, name: &str) -> Result<(), String> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err("the run is ending".into());
+        }
         let docker = self.docker()?;
         let opts = CreateContainerOptionsBuilder::default().name(name).build();
         self.remember(name);
