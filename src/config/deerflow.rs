@@ -72,12 +72,13 @@ pub fn is_ollama(use_: &str) -> bool {
     use_.trim().ends_with(":ChatOllama")
 }
 
-/// The sandboxes deerflow has: DeerFlow's local provider is `local`; `confined` is
-/// deerflow's own (bubblewrap). Docker (DeerFlow's `AioSandboxProvider`) is not there yet.
+/// The sandboxes deerflow has: DeerFlow's local provider is `local`, its container
+/// provider (`AioSandboxProvider`) is `docker`; `confined` is deerflow's own (bubblewrap).
 pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
     match use_.trim() {
         "local" | "deerflow.sandbox.local:LocalSandboxProvider" => Some("local"),
         "confined" => Some("confined"),
+        "docker" | "deerflow.community.aio_sandbox:AioSandboxProvider" => Some("docker"),
         _ => None,
     }
 }
@@ -186,9 +187,13 @@ mod tests {
             Some("local")
         );
         assert_eq!(normalize_sandbox(" confined "), Some("confined"));
-        assert_eq!(normalize_sandbox("docker"), None);
+        assert_eq!(normalize_sandbox("docker"), Some("docker"));
         assert_eq!(
             normalize_sandbox("deerflow.community.aio_sandbox:AioSandboxProvider"),
+            Some("docker")
+        );
+        assert_eq!(
+            normalize_sandbox("deerflow.community.boxlite:BoxliteProvider"),
             None
         );
     }

@@ -222,11 +222,12 @@ pub struct CustomAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxConfig {
-    /// `local` or `confined` after loading (DeerFlow's local provider class is normalized).
+    /// `local`, `confined` or `docker` after loading (DeerFlow's provider classes are
+    /// normalized).
     #[serde(rename = "use")]
     pub use_: String,
     pub allow_host_bash: bool,
-    /// Whether confined commands may use the network (§13); off by default.
+    /// Whether sandboxed commands may use the network (§13); off by default.
     pub network: bool,
     pub bash_command_timeout: f64,
     pub bash_output_max_chars: usize,
@@ -234,6 +235,46 @@ pub struct SandboxConfig {
     pub ls_output_max_chars: usize,
     /// Variables bash may see although their names look secret (§6).
     pub bash_env_passthrough: Vec<String>,
+    /// docker: the container image (required there).
+    pub image: Option<String>,
+    /// docker: one container per sub-agent instead of one per run.
+    pub per_task: bool,
+    /// docker: how many sub-agent containers may run at once.
+    pub replicas: u32,
+    /// docker: the start of every container's name.
+    pub container_prefix: String,
+    /// docker: DeerFlow's extra bind mounts (host paths absolute after loading).
+    pub mounts: Vec<SandboxMount>,
+    /// docker: the container's whole environment. `$VAR` values stay unexpanded here (so
+    /// `config show` can name them instead of printing secrets) and are read from the
+    /// host when a docker sandbox is built.
+    pub environment: BTreeMap<String, String>,
+}
+
+impl SandboxConfig {
+    /// `environment` with every `$VAR` value read from `env`; an unset one is an error
+    /// naming its key.
+    pub fn environment_with(&self, env: &super::env::Env) -> Result<Vec<(String, String)>, String> {
+        self.environment
+            .iter()
+            .map(|(k, raw)| {
+                super::env::expand(raw, env)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|name| {
+                        format!(
+                            "sandbox.environment.{k}: {}",
+                            super::env::unset_message(&name)
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether runs offer `bash`: the flag or `allow_host_bash`, or a docker sandbox,
+    /// where the container is the boundary (§13).
+    pub fn bash_allowed(&self, flag: bool) -> bool {
+        flag || self.allow_host_bash || self.use_ == "docker"
+    }
 }
 
 impl Default for SandboxConfig {
@@ -247,8 +288,23 @@ impl Default for SandboxConfig {
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
             bash_env_passthrough: Vec::new(),
+            image: None,
+            per_task: false,
+            replicas: 3,
+            container_prefix: "deerflow-sandbox".to_string(),
+            mounts: Vec::new(),
+            environment: BTreeMap::new(),
         }
     }
+}
+
+/// One of DeerFlow's `sandbox.mounts`: a host directory shown in the container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxMount {
+    pub host_path: PathBuf,
+    pub container_path: String,
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -20,6 +20,7 @@ mod provider_faults;
 mod replay_runs;
 mod responses_http;
 mod sandbox;
+mod sandbox_docker;
 mod signals;
 mod stop_reasons;
 mod subagents;
