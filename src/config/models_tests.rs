@@ -437,6 +437,9 @@ fn a_thinking_budget_must_be_below_the_output_limit_it_is_sent_with() {
     let unused =
         entry("    when_thinking_enabled: {thinking: {type: enabled, budget_tokens: 99999}}\n");
     assert_eq!(resolve(&unused), Ok(()));
+}
+
+#[test]
 fn the_responses_api_is_chosen_by_use_responses_api_or_deerflows_output_version() {
     let entries = [
         ("{name: a, model: gpt-5, use_responses_api: true}", true),

@@ -76,6 +76,8 @@ pub static PROVIDERS: &[Provider] = &[
                 default_url: "https://generativelanguage.googleapis.com",
                 hosted: "generativelanguage.googleapis.com",
                 normalize_base: gemini::normalize_base,
+                // Gemini's output limit is optional: the server's default applies.
+                default_max_tokens: None,
             }),
             // langchain_google_genai:ChatGoogleGenerativeAI (never Vertex AI's classes).
             deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),

@@ -104,7 +104,8 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
             input_tokens: 29,
             output_tokens: 212,
             total_tokens: 241,
-            cache_read_tokens: None
+            cache_read_tokens: None,
+            cache_write_tokens: None,
         })
     );
     assert_eq!(r.tool_calls.len(), 1);
@@ -179,7 +180,8 @@ async fn parallel_calls_keep_their_ids_and_responses_follow_the_calls_order() {
             input_tokens: 71,
             output_tokens: 126,
             total_tokens: 197,
-            cache_read_tokens: None
+            cache_read_tokens: None,
+            cache_write_tokens: None,
         })
     );
     let (boston, delhi) = (r.tool_calls[0].clone(), r.tool_calls[1].clone());
@@ -245,7 +247,8 @@ async fn max_tokens_is_an_output_limit_and_thoughts_count_as_output() {
             input_tokens: 9,
             output_tokens: 48,
             total_tokens: 57,
-            cache_read_tokens: None
+            cache_read_tokens: None,
+            cache_write_tokens: None,
         })
     );
 }
@@ -273,7 +276,8 @@ fn a_whole_json_answer_reports_cached_tokens() {
             input_tokens: 557,
             output_tokens: 143,
             total_tokens: 700,
-            cache_read_tokens: Some(330)
+            cache_read_tokens: Some(330),
+            cache_write_tokens: None,
         })
     );
     // The array `streamGenerateContent` answers without `alt=sse` reads the same.

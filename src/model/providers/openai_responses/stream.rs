@@ -414,6 +414,7 @@ mod tests {
             output_tokens: output,
             total_tokens: total,
             cache_read_tokens: cached,
+            cache_write_tokens: None,
         })
     }
 
