@@ -129,6 +129,7 @@ pub fn calls(c: Vec<ToolCall>, tokens: Option<u64>) -> Result<ModelResponse, Mod
             output_tokens: 0,
             total_tokens: n,
             cache_read_tokens: None,
+            cache_write_tokens: None,
         }),
         ..Default::default()
     })

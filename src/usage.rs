@@ -32,6 +32,8 @@ pub struct Price {
     pub output_per_mtok: f64,
     /// Price of cached input tokens; the input price when absent.
     pub cache_hit_per_mtok: Option<f64>,
+    /// Price of input tokens written to the prompt cache; the input price when absent.
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
@@ -51,7 +53,14 @@ struct Inner {
     lead: UsageTotals,
     subagents: UsageTotals,
     by_model: BTreeMap<String, UsageTotals>,
-    cached_by_model: HashMap<String, u64>,
+    /// The parts of each model's input tokens read from and written to its prompt cache.
+    cache_by_model: HashMap<String, CacheTokens>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct CacheTokens {
+    read: u64,
+    written: u64,
 }
 
 /// The run's usage ledger, shared by the lead and every sub-agent.
@@ -80,8 +89,11 @@ impl Ledger {
             } else {
                 g.subagents.add(u);
             }
-            let cached = g.cached_by_model.entry(model.to_string()).or_default();
-            *cached = cached.saturating_add(u.cache_read_tokens.unwrap_or(0));
+            let cache = g.cache_by_model.entry(model.to_string()).or_default();
+            cache.read = cache.read.saturating_add(u.cache_read_tokens.unwrap_or(0));
+            cache.written = cache
+                .written
+                .saturating_add(u.cache_write_tokens.unwrap_or(0));
         }
         g.lead.total_tokens.saturating_add(g.subagents.total_tokens)
     }
@@ -116,16 +128,17 @@ impl Ledger {
         let mut total = 0.0;
         for (model, t) in &g.by_model {
             let p = self.prices.get(model)?;
-            let cached = g
-                .cached_by_model
-                .get(model)
-                .copied()
-                .unwrap_or(0)
-                .min(t.input_tokens);
-            let fresh = t.input_tokens - cached;
-            let cache_price = p.cache_hit_per_mtok.unwrap_or(p.input_per_mtok);
+            let cache = g.cache_by_model.get(model).copied().unwrap_or_default();
+            // Both parts are inside `input_tokens`; clamped so absurd reports cannot make
+            // the uncached rest negative.
+            let read = cache.read.min(t.input_tokens);
+            let written = cache.written.min(t.input_tokens - read);
+            let fresh = t.input_tokens - read - written;
+            let read_price = p.cache_hit_per_mtok.unwrap_or(p.input_per_mtok);
+            let write_price = p.cache_write_per_mtok.unwrap_or(p.input_per_mtok);
             total += (fresh as f64 * p.input_per_mtok
-                + cached as f64 * cache_price
+                + read as f64 * read_price
+                + written as f64 * write_price
                 + t.output_tokens as f64 * p.output_per_mtok)
                 / 1_000_000.0;
         }
@@ -143,6 +156,7 @@ mod tests {
             output_tokens: o,
             total_tokens: i + o,
             cache_read_tokens: None,
+            cache_write_tokens: None,
         }
     }
 
@@ -176,6 +190,7 @@ mod tests {
                 input_per_mtok: 1.0,
                 output_per_mtok: 2.0,
                 cache_hit_per_mtok: None,
+                cache_write_per_mtok: None,
             },
         );
         let l = Ledger::new(prices);
@@ -186,6 +201,47 @@ mod tests {
     }
 
     #[test]
+    fn cache_reads_and_writes_have_their_own_prices() {
+        let price = Price {
+            input_per_mtok: 3.0,
+            output_per_mtok: 15.0,
+            cache_hit_per_mtok: Some(0.3),
+            cache_write_per_mtok: Some(3.75),
+        };
+        let l = Ledger::new(HashMap::from([("c".to_string(), price)]));
+        // 1M uncached + 2M read + 4M written (input counts all 7M), 1M out.
+        let usage = Usage {
+            input_tokens: 7_000_000,
+            output_tokens: 1_000_000,
+            total_tokens: 8_000_000,
+            cache_read_tokens: Some(2_000_000),
+            cache_write_tokens: Some(4_000_000),
+        };
+        l.record(true, "c", Some(&usage));
+        assert_eq!(l.snapshot().cost_usd, Some(3.0 + 0.6 + 15.0 + 15.0));
+        // Without cache prices, both parts are billed as input.
+        let plain = Price {
+            cache_hit_per_mtok: None,
+            cache_write_per_mtok: None,
+            ..price
+        };
+        let l = Ledger::new(HashMap::from([("c".to_string(), plain)]));
+        l.record(true, "c", Some(&usage));
+        assert_eq!(l.snapshot().cost_usd, Some(21.0 + 15.0));
+        // Reported parts larger than the input are clamped, never negative.
+        let l = Ledger::new(HashMap::from([("c".to_string(), price)]));
+        let odd = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 0,
+            total_tokens: 1_000_000,
+            cache_read_tokens: Some(600_000),
+            cache_write_tokens: Some(900_000),
+        };
+        l.record(true, "c", Some(&odd));
+        assert_eq!(l.snapshot().cost_usd, Some(0.6 * 0.3 + 0.4 * 3.75));
+    }
+
+    #[test]
     fn absurd_usage_saturates_instead_of_wrapping() {
         let l = Ledger::default();
         let huge = Usage {
@@ -193,6 +249,7 @@ mod tests {
             output_tokens: 1,
             total_tokens: u64::MAX,
             cache_read_tokens: Some(u64::MAX),
+            cache_write_tokens: None,
         };
         l.record(true, "m", Some(&huge));
         l.record(false, "m", Some(&huge));

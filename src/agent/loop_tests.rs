@@ -38,6 +38,7 @@ struct Setup {
     output_schema: Option<Arc<OutputSchema>>,
     /// Tools besides the recording `echo`.
     tools: crate::tools::ToolBox,
+    stops: crate::model::StopRules,
 }
 
 impl Setup {
@@ -52,6 +53,7 @@ impl Setup {
             cancelled: false,
             output_schema: None,
             tools: Vec::new(),
+            stops: Default::default(),
         }
     }
 
@@ -100,6 +102,7 @@ impl Setup {
             loop_limits: self.loop_limits,
             control,
             context: Arc::new(KeepAll),
+            stops: self.stops,
         };
         let end = run_agent(&agent, &shared, "the task".into()).await;
         drop(agent);
@@ -538,6 +541,7 @@ fn summary(t: &str, tokens: u64) -> Result<ModelResponse, ModelError> {
         output_tokens: 1,
         total_tokens: tokens + 1,
         cache_read_tokens: None,
+        cache_write_tokens: None,
     });
     Ok(r)
 }
@@ -949,6 +953,7 @@ async fn recorded_output_limit_stops_warn_and_keep_their_text() {
         ("anthropic", "max_tokens.sse"),
         ("vllm", "chat_length.sse"),
         ("openai", "chat_length_all_reasoning.sse"),
+        ("openrouter", "length_then_inline_error.sse"),
     ] {
         let resp = recorded(provider, file).await;
         let kept = resp.text.clone().filter(|t| !t.trim().is_empty());
@@ -1043,4 +1048,33 @@ async fn a_safety_stop_warns_and_runs_none_of_its_calls() {
         assert_eq!(o.end, final_text("I can't help with that."));
         assert!(!o.events.iter().any(|e| matches!(e, Event::ToolCall { .. })));
     }
+}
+
+#[tokio::test]
+async fn the_safety_section_s_extra_reasons_stop_calls_and_enabled_false_runs_them() {
+    let sensitive = || {
+        let mut resp = calls(vec![call("a", "x")], None).unwrap();
+        resp.finish_reason = Some("sensitive".into());
+        resp
+    };
+    let mut setup = Setup::new(vec![Ok(sensitive())]);
+    setup.stops = crate::model::StopRules {
+        safety: true,
+        extra_safety: vec!["sensitive".into()],
+    };
+    let o = setup.run().await;
+    assert!(o.tool_calls.is_empty());
+    assert_eq!(warnings(&o.events), ["content_filtered"]);
+    // Without the section, a gateway's own token is no safety stop.
+    let o = Setup::new(vec![Ok(sensitive()), text("done")]).run().await;
+    assert_eq!(o.tool_calls.len(), 1);
+    assert!(warnings(&o.events).is_empty());
+    // `enabled: false`: even a built-in safety stop's calls run, without a warning.
+    let mut refusal = calls(vec![call("a", "x")], None).unwrap();
+    refusal.finish_reason = Some("refusal".into());
+    let mut setup = Setup::new(vec![Ok(refusal), text("done")]);
+    setup.stops.safety = false;
+    let o = setup.run().await;
+    assert_eq!(o.tool_calls.len(), 1);
+    assert!(warnings(&o.events).is_empty());
 }

@@ -24,7 +24,7 @@ pub use turns::run_agent;
 
 use crate::events::EventSink;
 use crate::model::output_schema::OutputSchema;
-use crate::model::{AgentId, ChatModel};
+use crate::model::{AgentId, ChatModel, StopRules};
 use crate::tools::{ToolContext, Toolset};
 use crate::usage::{Ledger, UsageTotals};
 use guards::{Budget, LoopLimits};
@@ -37,6 +37,8 @@ pub struct RunShared {
     pub control: Arc<RunControl>,
     /// What every agent's history goes through (summarization, large tool outputs).
     pub context: Arc<dyn ContextPolicy>,
+    /// Which finish reasons are safety or output-limit stops (contract §10).
+    pub stops: StopRules,
 }
 
 /// One agent: its model, prompt, tools and limits.

@@ -29,7 +29,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
             Ok(r) => r,
             Err(end) => return end,
         };
-        let stop = resp.stop_kind();
+        let stop = shared.stops.kind(resp.finish_reason.as_deref());
         let text = resp.text.filter(|t| !t.trim().is_empty());
         if text.is_some() {
             t.last_text = text.clone();

@@ -28,7 +28,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
     let inputs = RegistryInputs {
-        allow_bash: cfg.sandbox.allow_host_bash,
+        allow_bash: cfg.sandbox.bash_allowed(false),
         timeout_flag: None,
         lead_model: &lead,
     };
@@ -39,7 +39,15 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
     // The registry a run with this config would build.
     let tools = ToolRegistry::builtin(inputs.allow_bash);
     // Every agent of a run shares its sandbox (§13); shown per type so the list keeps its shape.
-    let sandbox = cfg.sandbox.use_.as_str();
+    let sandbox = Sandbox {
+        use_: &cfg.sandbox.use_,
+        image: cfg
+            .sandbox
+            .image
+            .as_deref()
+            .filter(|_| cfg.sandbox.use_ == "docker"),
+    };
+    let sandbox = &sandbox;
     if as_json {
         let list: Vec<Value> = types.iter().map(|t| to_json(t, &tools, sandbox)).collect();
         return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
@@ -62,7 +70,23 @@ fn tools_text(t: &SubagentType, tools: &ToolRegistry) -> String {
     effective_tools(t, tools).join(",")
 }
 
-fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &str) -> Value {
+/// The sandbox every agent of a run would use.
+struct Sandbox<'a> {
+    use_: &'a str,
+    image: Option<&'a str>,
+}
+
+impl Sandbox<'_> {
+    /// `docker (IMAGE)` in the table.
+    fn text(&self) -> String {
+        match self.image {
+            Some(image) => format!("{} ({image})", self.use_),
+            None => self.use_.to_string(),
+        }
+    }
+}
+
+fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &Sandbox) -> Value {
     json!({
         "name": t.name,
         "source": t.source,
@@ -73,11 +97,11 @@ fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &str) -> Value {
         "max_turns": t.max_turns,
         "timeout_seconds": t.timeout_seconds,
         "skills": t.skills,
-        "sandbox": {"use": sandbox, "image": null},
+        "sandbox": {"use": sandbox.use_, "image": sandbox.image},
     })
 }
 
-fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &str) -> String {
+fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &Sandbox) -> String {
     let rows: Vec<[String; 8]> = types
         .iter()
         .map(|t| {
@@ -98,7 +122,7 @@ fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &str) -> String 
                         }
                     })
                     .unwrap_or_else(|| "all".into()),
-                sandbox.to_string(),
+                sandbox.text(),
             ]
         })
         .collect();

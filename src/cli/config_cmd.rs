@@ -44,7 +44,9 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
             loaded.warnings.extend(notes);
             let mut report = config::check_report(&loaded);
             // A sandbox this machine cannot provide fails every run, so it is a problem here.
-            if let Err(e) = super::run::sandbox_of(&loaded.config.sandbox) {
+            let here = std::env::current_dir().unwrap_or_else(|_| loaded.base_dir.clone());
+            let skills = loaded.skills_dir();
+            if let Err(e) = super::run::sandbox_of(&loaded.config.sandbox, &here, &skills) {
                 report.problems.extend(e.problems());
             }
             report

@@ -18,7 +18,7 @@ use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
-use crate::model::registry;
+use crate::model::{registry, StopRules};
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
@@ -27,7 +27,8 @@ use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
 use crate::workspace::sandbox::{
-    find_bwrap, ConfinedSandbox, LocalSandbox, Sandbox, BWRAP_PACKAGE,
+    docker_host, find_bwrap, ConfinedSandbox, DockerMount, DockerSandbox, DockerSettings,
+    LocalSandbox, Sandbox, BWRAP_PACKAGE,
 };
 use crate::workspace::Workspace;
 
@@ -52,8 +53,13 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         mcp_configs: args.mcp_config.clone(),
     })?;
     let cfg = &loaded.config;
-    let allow_bash = args.allow_bash || cfg.sandbox.allow_host_bash;
-    let sandbox = sandbox_of(&cfg.sandbox)?;
+    let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);
+    let skills_dir = args
+        .skills
+        .clone()
+        .map(|d| cwd.join(d))
+        .unwrap_or_else(|| loaded.skills_dir());
+    let sandbox = sandbox_of(&cfg.sandbox, &workspace_dir, &skills_dir)?;
     let record = args
         .record
         .as_ref()
@@ -61,11 +67,6 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
     models.thinking = args.thinking.map(|t| t == OnOff::On);
     let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
-    let skills_dir = args
-        .skills
-        .clone()
-        .map(|d| cwd.join(d))
-        .unwrap_or_else(|| loaded.skills_dir());
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
     let mut warnings = config_warnings(&loaded);
     warnings.extend(
@@ -120,6 +121,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
         tools: Arc::new(ToolRegistry::builtin(allow_bash)),
         loop_limits: loop_limits(cfg),
+        stops: StopRules::from_config(&cfg.safety_finish_reason),
         max_turns: args.max_turns,
         max_concurrent: args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent),
         max_tasks: args.max_tasks.unwrap_or(cfg.subagents.max_total_per_run),
@@ -356,9 +358,14 @@ fn use_color(c: ColorChoice) -> bool {
     }
 }
 
-/// The sandbox `sandbox.use` names (already validated to one deerflow has), or a
-/// configuration error when this machine cannot provide it (§13).
-pub(super) fn sandbox_of(s: &config::SandboxConfig) -> Result<Arc<dyn Sandbox>, ConfigError> {
+/// The sandbox `sandbox.use` names (already validated to one deerflow has) for a run in
+/// `workspace`, or a configuration error when this machine cannot provide it (§13). A
+/// docker daemon is not contacted here: one that cannot be reached fails the run (exit 1).
+pub(super) fn sandbox_of(
+    s: &config::SandboxConfig,
+    workspace: &Path,
+    skills: &Path,
+) -> Result<Arc<dyn Sandbox>, ConfigError> {
     match s.use_.as_str() {
         "confined" => {
             let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(|| {
@@ -370,8 +377,50 @@ pub(super) fn sandbox_of(s: &config::SandboxConfig) -> Result<Arc<dyn Sandbox>, 
             let home = std::env::var_os("HOME").map(PathBuf::from);
             Ok(Arc::new(ConfinedSandbox::new(bwrap, s.network, home)))
         }
+        "docker" => Ok(Arc::new(DockerSandbox::new(docker_settings(
+            s, workspace, skills,
+        )?))),
         _ => Ok(Arc::new(LocalSandbox)),
     }
+}
+
+fn docker_settings(
+    s: &config::SandboxConfig,
+    workspace: &Path,
+    skills: &Path,
+) -> Result<DockerSettings, ConfigError> {
+    let environment = s
+        .environment_with(&config::Env::process())
+        .map_err(ConfigError::Sandbox)?;
+    Ok(DockerSettings {
+        image: s.image.clone().unwrap_or_default(),
+        per_task: s.per_task,
+        network: s.network,
+        replicas: s.replicas,
+        container_prefix: s.container_prefix.clone(),
+        workspace: workspace.to_path_buf(),
+        skills: Some(skills.to_path_buf()),
+        mounts: s
+            .mounts
+            .iter()
+            .map(|m| DockerMount {
+                host_path: m.host_path.clone(),
+                container_path: m.container_path.clone(),
+                read_only: m.read_only,
+            })
+            .collect(),
+        environment,
+        user: container_user(),
+        host: docker_host(std::env::var("DOCKER_HOST").ok()),
+    })
+}
+
+/// The container runs as deerflow's own user, so what it writes into the workspace is the
+/// user's; as root, the image's own user.
+fn container_user() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::fs::metadata("/proc/self").ok()?;
+    (me.uid() != 0).then(|| format!("{}:{}", me.uid(), me.gid()))
 }
 
 fn sandbox_limits(
@@ -445,6 +494,7 @@ impl<'a> ModelBuilder<'a> {
                 input_per_mtok: p.input_per_mtok,
                 output_per_mtok: p.output_per_mtok,
                 cache_hit_per_mtok: p.input_cache_hit_per_mtok,
+                cache_write_per_mtok: p.cache_write_per_mtok,
             };
             self.prices.insert(r.name.clone(), price);
         }

@@ -46,6 +46,10 @@ pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
         cfg.tool_output =
             decode_as(v.clone(), &top.key("tool_output"), problems).unwrap_or_default();
     }
+    if let Some(v) = root.get("safety_finish_reason") {
+        cfg.safety_finish_reason =
+            decode_as(v.clone(), &top.key("safety_finish_reason"), problems).unwrap_or_default();
+    }
     cfg
 }
 
@@ -113,7 +117,8 @@ fn humanize(path: KeyPath, msg: &str) -> Problem {
         .or_else(|| msg.strip_prefix("invalid value: "));
     if let Some((found, expected)) = body.and_then(|b| b.rsplit_once(", expected ")) {
         // Never echo what was found in a secret's place.
-        let found = if path.0.last() == Some(&Seg::Key("api_key".into())) {
+        let secret = ["api_key", "gemini_api_key", "google_api_key"].map(|k| Seg::Key(k.into()));
+        let found = if path.0.last().is_some_and(|seg| secret.contains(seg)) {
             "a value of another type".to_string()
         } else {
             found_text(found)
@@ -210,6 +215,11 @@ mod tests {
             p,
             ["models[0].api_key: expected a string, found a value of another type"]
         );
+        let (_, p) = run("models: [{name: a, gemini_api_key: 123456789}]");
+        assert_eq!(
+            p,
+            ["models[0].gemini_api_key: expected a string, found a value of another type"]
+        );
     }
 
     #[test]
@@ -235,6 +245,8 @@ mod tests {
                 " - {name: a, use: langchain_openai:ChatOpenAI, api_base: http://x/v1,\n",
                 "    pricing: {input_per_million: 8.0, output_per_million: 32, input_cache_hit_per_million: 0.8}}\n",
                 " - {name: b, price: {input_per_mtok: 0.15, output_per_mtok: 0.6}}\n",
+                " - {name: c, use: anthropic, price: {input_per_mtok: 3, output_per_mtok: 15,\n",
+                "    cache_read_per_mtok: 0.3, cache_write_per_mtok: 3.75}}\n",
             ),
         );
         assert!(p.is_empty(), "{p:?}");
@@ -245,5 +257,8 @@ mod tests {
         assert_eq!(price.input_cache_hit_per_mtok, Some(0.8));
         assert_eq!(cfg.models[1].price.as_ref().unwrap().output_per_mtok, 0.6);
         assert_eq!(cfg.models[1].use_, "openai");
+        let c = cfg.models[2].price.as_ref().unwrap();
+        assert_eq!(c.input_cache_hit_per_mtok, Some(0.3));
+        assert_eq!(c.cache_write_per_mtok, Some(3.75));
     }
 }

@@ -6,21 +6,25 @@ use super::providers::{DeerFlowClasses, ProviderInfo, Providers};
 
 /// Maps a model's `use:` to a row of the provider table. Plain names are the rows' own
 /// (case-insensitive); anything else is a DeerFlow (LangChain) class path, which goes to
-/// the row whose [`DeerFlowClasses`] claim it, else to the `Rest` row. `None`: no row
-/// serves it (Gemini's native API), an error only when the model is used.
+/// the row whose [`DeerFlowClasses`] claim it, else to the `Rest` row. Google's SDK classes
+/// go only to a row that claims them (Gemini's native API is no OpenAI-compatible one), and
+/// Vertex AI's to none. `None`: no row serves it, an error only when the model is used.
 pub fn provider_of(use_: &str, providers: &Providers) -> Option<&'static ProviderInfo> {
     let trimmed = use_.trim();
     if let Some(row) = providers.by_name(&trimmed.to_ascii_lowercase()) {
         return Some(row);
     }
     let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
-    if is_gemini_native(module, class) {
+    if is_vertex(module, class) {
         return None;
     }
     let claimed = providers.iter().find(|p| match p.deerflow_classes {
         DeerFlowClasses::NameContains(part) => class.contains(part),
         DeerFlowClasses::None | DeerFlowClasses::Rest => false,
     });
+    if is_gemini_native(module, class) {
+        return claimed;
+    }
     claimed.or_else(|| {
         providers
             .iter()
@@ -32,6 +36,13 @@ pub fn provider_of(use_: &str, providers: &Providers) -> Option<&'static Provide
 pub fn unsupported(use_: &str, providers: &Providers) -> String {
     let trimmed = use_.trim();
     let (module, class) = trimmed.rsplit_once(':').unwrap_or(("", trimmed));
+    if is_vertex(module, class) {
+        return format!(
+            "use: {trimmed} is not supported (deerflow has no client for Vertex AI); use \
+             use: gemini with a Gemini API key, or an OpenAI-compatible endpoint with use: \
+             openai and base_url"
+        );
+    }
     if is_gemini_native(module, class) {
         return format!(
             "use: {trimmed} is not supported (deerflow has no client for Gemini's native \
@@ -45,12 +56,15 @@ pub fn unsupported(use_: &str, providers: &Providers) -> String {
     )
 }
 
-/// Gemini's native SDK classes speak Google's own API, which deerflow has no client for.
+/// The Gemini API's SDK classes (`langchain_google_genai`) speak Google's own API.
 fn is_gemini_native(module: &str, class: &str) -> bool {
-    module.starts_with("langchain_google_genai")
-        || module.starts_with("langchain_google_vertexai")
-        || class.contains("GoogleGenerativeAI")
-        || class.contains("VertexAI")
+    module.starts_with("langchain_google_genai") || class.contains("GoogleGenerativeAI")
+}
+
+/// Vertex AI's classes speak Google Cloud's API (OAuth, projects, regions), whatever the
+/// model behind them.
+fn is_vertex(module: &str, class: &str) -> bool {
+    module.starts_with("langchain_google_vertexai") || class.contains("VertexAI")
 }
 
 /// Ollama's native class points at the server root; its OpenAI-compatible API is under `/v1`.
@@ -58,12 +72,13 @@ pub fn is_ollama(use_: &str) -> bool {
     use_.trim().ends_with(":ChatOllama")
 }
 
-/// The sandboxes deerflow has: DeerFlow's local provider is `local`; `confined` is
-/// deerflow's own (bubblewrap). Docker (DeerFlow's `AioSandboxProvider`) is not there yet.
+/// The sandboxes deerflow has: DeerFlow's local provider is `local`, its container
+/// provider (`AioSandboxProvider`) is `docker`; `confined` is deerflow's own (bubblewrap).
 pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
     match use_.trim() {
         "local" | "deerflow.sandbox.local:LocalSandboxProvider" => Some("local"),
         "confined" => Some("confined"),
+        "docker" | "deerflow.community.aio_sandbox:AioSandboxProvider" => Some("docker"),
         _ => None,
     }
 }
@@ -140,6 +155,31 @@ mod tests {
     }
 
     #[test]
+    fn google_classes_go_only_to_a_row_that_claims_them() {
+        static GEMINI: ProviderInfo = ProviderInfo {
+            name: "gemini",
+            example_model: Some("gemini-2.5-flash"),
+            endpoint: None,
+            deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
+        };
+        let with = Providers::new(testing::ROWS.iter().chain([&GEMINI]));
+        let genai = "langchain_google_genai:ChatGoogleGenerativeAI";
+        assert_eq!(provider_of(genai, &with).map(|p| p.name), Some("gemini"));
+        // Without such a row it is unserved, never the OpenAI-compatible `Rest` row.
+        assert_eq!(provider_of(genai, &testing::providers()), None);
+        for vertex in [
+            "langchain_google_vertexai:ChatVertexAI",
+            "langchain_google_vertexai.model_garden:ChatAnthropicVertex",
+        ] {
+            assert_eq!(provider_of(vertex, &with), None, "{vertex}");
+            assert!(
+                unsupported(vertex, &with).contains("no client for Vertex AI"),
+                "{vertex}"
+            );
+        }
+    }
+
+    #[test]
     fn sandbox_names() {
         assert_eq!(normalize_sandbox("local"), Some("local"));
         assert_eq!(
@@ -147,9 +187,13 @@ mod tests {
             Some("local")
         );
         assert_eq!(normalize_sandbox(" confined "), Some("confined"));
-        assert_eq!(normalize_sandbox("docker"), None);
+        assert_eq!(normalize_sandbox("docker"), Some("docker"));
         assert_eq!(
             normalize_sandbox("deerflow.community.aio_sandbox:AioSandboxProvider"),
+            Some("docker")
+        );
+        assert_eq!(
+            normalize_sandbox("deerflow.community.boxlite:BoxliteProvider"),
             None
         );
     }

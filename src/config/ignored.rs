@@ -192,7 +192,7 @@ mod tests {
     #[test]
     fn nested_unknown_keys_are_named_at_their_depth() {
         let (v, ignored) = strip(
-            "subagents:\n  custom_agents:\n    rev:\n      description: d\n      system_prompt: p\n      color: red\n      extra: {deep: {deeper: 1}}\n  agents:\n    bash: {max_turns: 3, memory: on}\nsandbox: {use: local, mounts: [a, b]}\n",
+            "subagents:\n  custom_agents:\n    rev:\n      description: d\n      system_prompt: p\n      color: red\n      extra: {deep: {deeper: 1}}\n  agents:\n    bash: {max_turns: 3, memory: on}\nsandbox: {use: local, port: 8080}\n",
         );
         assert_eq!(
             ignored,
@@ -200,7 +200,7 @@ mod tests {
                 "subagents.custom_agents.rev.color",
                 "subagents.custom_agents.rev.extra",
                 "subagents.agents.bash.memory",
-                "sandbox.mounts",
+                "sandbox.port",
             ]
         );
         let rev = &v["subagents"]["custom_agents"]["rev"];

@@ -142,6 +142,9 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     if let Some(p) = config.skills.path.take() {
         config.skills.path = Some(anchor(&p, &base_dir, env));
     }
+    for m in &mut config.sandbox.mounts {
+        m.host_path = anchor(&m.host_path, &base_dir, env);
+    }
     Ok(LoadedConfig {
         config,
         source,
@@ -300,6 +303,15 @@ fn expand_used_sections(root: Value, env: &Env, problems: &mut Vec<Problem>) -> 
             // Model secrets expand when the model is resolved, MCP entries when their server
             // is enabled (`mcp::resolve_mcp`): an unset variable hurts only what needs it.
             Some("models" | "mcp_servers") | None => {}
+            // The container's environment expands when a docker sandbox is built, and
+            // `config show` names its `$VAR`s rather than printing their values.
+            Some("sandbox") => {
+                let environment = v.as_mapping_mut().and_then(|m| m.remove("environment"));
+                expand_tree(v, &KeyPath::root().key("sandbox"), env, problems);
+                if let (Some(m), Some(e)) = (v.as_mapping_mut(), environment) {
+                    m.insert("environment".into(), e);
+                }
+            }
             Some(section) => expand_tree(v, &KeyPath::root().key(section), env, problems),
         }
     }

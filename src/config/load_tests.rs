@@ -71,6 +71,7 @@ fn deerflow_example_loads_as_it_is() {
         || k == "models"
         || k == "summarization"
         || k == "tool_output"
+        || k.starts_with("safety_finish_reason")
         || k.starts_with("summarization.trigger")
         || k.starts_with("summarization.keep")
         || k == "tool_output.exempt_tools"));
@@ -188,15 +189,14 @@ fn aliased_key_errors_point_at_the_line() {
 
 #[test]
 fn several_problems_are_summarized_on_one_line() {
-    let text = "sandbox: {use: deerflow.community.aio_sandbox:AioSandboxProvider}\nsubagents:\n  custom_agents:\n    r: {system_prompt: x}\n";
+    let text = "sandbox: {use: deerflow.community.boxlite:BoxliteProvider}\nsubagents:\n  custom_agents:\n    r: {system_prompt: x}\n";
     let err = load_text(text, &[], &Env::empty()).unwrap_err();
     let problems = err.problems();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0]
         .starts_with("subagents.custom_agents.r.description: required key is missing (line 4 of"));
-    assert!(problems[1].starts_with(
-        "sandbox.use: deerflow.community.aio_sandbox:AioSandboxProvider is not supported"
-    ));
+    assert!(problems[1]
+        .starts_with("sandbox.use: deerflow.community.boxlite:BoxliteProvider is not supported"));
     let line = err.to_string();
     assert!(
         line.contains("(and 1 more; run `deerflow config check`"),
@@ -406,6 +406,10 @@ fn zero_turns_and_non_positive_timeouts_are_config_errors() {
             "models:\n  - {name: m, use: openai, model: x, price: {input_per_mtok: -1, output_per_mtok: 2}}",
             "models[0].price.input_per_mtok: expected a price of 0 or more per million tokens, found -1",
         ),
+        (
+            "models:\n  - {name: m, use: anthropic, model: x, price: {input_per_mtok: 1, output_per_mtok: 2, cache_write_per_mtok: -0.5}}",
+            "models[0].price.cache_write_per_mtok: expected a price of 0 or more per million tokens, found -0.5",
+        ),
     ];
     for (text, want) in cases {
         let problems = load_text(text, &[], &Env::empty())
@@ -586,4 +590,138 @@ fn a_thinking_budget_must_be_below_max_tokens() {
         "{e}"
     );
     assert!(load_text(&entry(16000), &[], &Env::empty()).is_ok());
+}
+
+#[test]
+fn deerflow_s_safety_finish_reason_section_is_read() {
+    let cfg = load_text(DEERFLOW_EXAMPLE, &[], &Env::empty())
+        .unwrap()
+        .config;
+    assert_eq!(
+        cfg.safety_finish_reason,
+        crate::config::SafetyFinishReasonConfig::default()
+    );
+    let text = "safety_finish_reason:\n  enabled: true\n  detectors:\n\
+                \x20   - use: deerflow.agents.middlewares.safety_termination_detectors:OpenAICompatibleContentFilterDetector\n\
+                \x20     config:\n        finish_reasons: [\"content_filter\", \"sensitive\", \"risk_control\"]\n\
+                \x20   - use: deerflow.agents.middlewares.safety_termination_detectors:AnthropicRefusalDetector\n\
+                \x20   - use: my_company.deerflow_ext:WenxinSafetyDetector\n\
+                \x20     config:\n        error_codes: [336003, 17, 18]\n";
+    let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    let s = &loaded.config.safety_finish_reason;
+    assert!(s.enabled);
+    assert_eq!(
+        s.extra_finish_reasons(),
+        ["content_filter", "sensitive", "risk_control"]
+    );
+    // A detector's keys deerflow does not read are named like every ignored key; a class
+    // it does not have is a warning.
+    assert_eq!(
+        loaded.ignored,
+        ["safety_finish_reason.detectors[2].config.error_codes"]
+    );
+    assert!(
+        loaded.warnings.iter().any(|w| w.starts_with(
+            "safety_finish_reason.detectors[2].use: detector 'my_company.deerflow_ext:WenxinSafetyDetector' is not one deerflow has"
+        )),
+        "{:?}",
+        loaded.warnings
+    );
+    let off = load_text("safety_finish_reason: {enabled: false}", &[], &Env::empty()).unwrap();
+    assert!(!off.config.safety_finish_reason.enabled);
+    let e = err_text(load_text(
+        "safety_finish_reason: {detectors: [{use: x, config: {finish_reasons: 5}}]}",
+        &[],
+        &Env::empty(),
+    ));
+    assert!(
+        e.contains("safety_finish_reason.detectors[0].config.finish_reasons"),
+        "{e}"
+    );
+}
+
+#[test]
+fn docker_sandbox_keys_load_with_mounts_anchored_and_environment_unexpanded() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "config.yaml",
+        "sandbox:\n  use: deerflow.community.aio_sandbox:AioSandboxProvider\n  image: $DF_IMG\n  \
+         per_task: true\n  replicas: 2\n  mounts:\n    - {host_path: data, container_path: /mnt/data}\n    \
+         - {host_path: /abs, container_path: /mnt/abs, read_only: true}\n  \
+         environment: {FROM_HOST: $DF_SECRET, PLAIN: x}\n",
+    );
+    let env = Env::from_pairs([("DF_IMG", "img:1"), ("DF_SECRET", "s3cret")]);
+    let loaded = load_with(&opts(dir.path(), Some(file), &[]), &env).unwrap();
+    let s = &loaded.config.sandbox;
+    assert_eq!(s.use_, "docker");
+    // The rest of the section expands as usual; the container's environment waits for the run.
+    assert_eq!(s.image.as_deref(), Some("img:1"));
+    assert_eq!(s.environment["FROM_HOST"], "$DF_SECRET");
+    assert!(s.per_task);
+    assert_eq!(s.replicas, 2);
+    assert_eq!(s.container_prefix, "deerflow-sandbox");
+    assert_eq!(s.mounts[0].host_path, dir.path().join("data"));
+    assert!(!s.mounts[0].read_only);
+    assert_eq!(s.mounts[1].host_path, std::path::Path::new("/abs"));
+    assert!(s.mounts[1].read_only);
+    assert_eq!(
+        s.environment_with(&env).unwrap(),
+        [
+            ("FROM_HOST".to_string(), "s3cret".to_string()),
+            ("PLAIN".to_string(), "x".to_string())
+        ]
+    );
+    assert_eq!(
+        s.environment_with(&Env::empty()).unwrap_err(),
+        "sandbox.environment.FROM_HOST: environment variable DF_SECRET is not set"
+    );
+    assert!(s.bash_allowed(false), "docker offers bash without the flag");
+    let json = crate::config::show_json(&loaded);
+    assert_eq!(json["sandbox"]["environment"]["FROM_HOST"], "$DF_SECRET");
+    assert_eq!(json["sandbox"]["environment"]["PLAIN"], "***");
+}
+
+#[test]
+fn docker_sandbox_values_are_checked() {
+    let problems = |text: &str| {
+        load_text(text, &[], &Env::empty())
+            .map(|_| Vec::new())
+            .unwrap_or_else(|e| e.problems())
+    };
+    let p = problems("sandbox: {use: docker}\n");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with("sandbox.image: required with sandbox.use: docker"),
+        "{p:?}"
+    );
+    let p = problems(
+        "sandbox: {use: docker, image: i, replicas: 0, container_prefix: 'a b', \
+         mounts: [{host_path: /x, container_path: x}], environment: {'A=B': c}}\n",
+    );
+    assert_eq!(p.len(), 4, "{p:?}");
+    for ok in ["a", "A1", "deer_flow.sandbox-1"] {
+        let text = format!("sandbox: {{use: docker, image: i, container_prefix: {ok}}}\n");
+        assert!(problems(&text).is_empty(), "{ok}");
+    }
+    for bad in ["-a", ".a", "a/b", "a:b"] {
+        let text = format!("sandbox: {{use: docker, image: i, container_prefix: '{bad}'}}\n");
+        assert_eq!(problems(&text).len(), 1, "{bad}");
+    }
+    // Outside docker the docker keys are not checked, only named.
+    let loaded = load_text(
+        "sandbox: {use: local, image: i, per_task: true}\n",
+        &[],
+        &Env::empty(),
+    )
+    .unwrap();
+    assert_eq!(
+        loaded.warnings,
+        [
+            "sandbox.image is used only with sandbox.use: docker; ignored",
+            "sandbox.per_task is used only with sandbox.use: docker; ignored"
+        ]
+    );
+    assert!(!loaded.config.sandbox.bash_allowed(false));
+    assert!(loaded.config.sandbox.bash_allowed(true));
 }

@@ -46,7 +46,8 @@ pub use report::{check_report, check_report_with, check_with, show_json, show_ya
 pub use schema::McpServerEntry;
 pub use schema::{
     AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,
-    SandboxConfig, SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,
+    SafetyDetector, SafetyDetectorConfig, SafetyFinishReasonConfig, SandboxConfig, SandboxMount,
+    SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,
     ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};

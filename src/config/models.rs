@@ -168,11 +168,9 @@ fn spec_http(
             key_var(endpoint)
         )));
     }
-    Ok(HttpSettings::new(
-        model,
-        (endpoint.normalize_base)(&base),
-        key,
-    ))
+    let mut http = HttpSettings::new(model, (endpoint.normalize_base)(&base), key);
+    http.max_tokens = endpoint.default_max_tokens.map(|f| f(model));
+    Ok(http)
 }
 
 /// The key from the first of the endpoint's variables that is set.
@@ -264,7 +262,9 @@ fn entry_http(
         )));
     }
     let mut http = HttpSettings::new(model, base, key);
-    http.max_tokens = m.max_tokens;
+    http.max_tokens = m
+        .max_tokens
+        .or_else(|| endpoint.default_max_tokens.map(|f| f(&http.model)));
     http.temperature = m.temperature;
     http.request_timeout = secs(m.timeout);
     http.stream_idle_timeout = secs(m.stream_idle_timeout);
@@ -277,7 +277,64 @@ fn entry_http(
         when_enabled: m.when_thinking_enabled.clone().unwrap_or_default(),
         when_disabled: m.when_thinking_disabled.clone().unwrap_or_default(),
     };
+    http.prompt_cache = m.prompt_cache;
+    check_thinking_budget(&http, m.max_tokens.is_some(), at)?;
+    http.use_responses_api = m.use_responses_api.unwrap_or_else(|| {
+        m.output_version
+            .as_deref()
+            .is_some_and(|v| v.trim() == "responses/v1")
+    });
     Ok(http)
+}
+
+/// Anthropic rejects a thinking budget that is not below `max_tokens` (HTTP 400 on every
+/// call), so each budget a request could carry is checked against the output limit it
+/// would be sent with: the model's `extra_body`, and the thinking map of each `--thinking`
+/// choice the model allows (an explicit `max_tokens` with `when_thinking_enabled` is
+/// already checked at load, with its line).
+fn check_thinking_budget(http: &HttpSettings, explicit: bool, at: &str) -> Result<(), ConfigError> {
+    let Some(max) = http.max_tokens else {
+        return Ok(());
+    };
+    let t = &http.thinking;
+    let mut maps = vec![("extra_body", &http.extra_body)];
+    if t.supported {
+        maps.push(("when_thinking_enabled", &t.when_enabled));
+    }
+    maps.push(("when_thinking_disabled", &t.when_disabled));
+    for (key, map) in maps {
+        for (path, budget) in thinking_budgets(map) {
+            if budget < max {
+                continue;
+            }
+            let limit = if explicit {
+                format!("max_tokens ({max})")
+            } else {
+                format!(
+                    "max_tokens ({max}, the default output limit for {}; set max_tokens to raise it)",
+                    http.model
+                )
+            };
+            return Err(ConfigError::Model(format!(
+                "{at}.{key}.{path}: {budget} must be less than {limit}: the thinking budget is \
+                 part of the output limit"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The `thinking.budget_tokens` of a body map, as a body key or inside its `extra_body`.
+fn thinking_budgets(map: &serde_json::Map<String, serde_json::Value>) -> Vec<(&'static str, u64)> {
+    let budget = |thinking: Option<&serde_json::Value>| thinking?.get("budget_tokens")?.as_u64();
+    let nested = map.get("extra_body").and_then(|e| e.get("thinking"));
+    [
+        ("thinking.budget_tokens", budget(map.get("thinking"))),
+        ("extra_body.thinking.budget_tokens", budget(nested)),
+    ]
+    .into_iter()
+    .filter_map(|(path, b)| Some((path, b?)))
+    .collect()
 }
 
 /// Load-time validation keeps these positive and finite; fall back rather than panic.

@@ -365,3 +365,117 @@ fn reasoning_effort_and_extra_body_are_carried() {
         .unwrap();
     assert_eq!(p.reasoning_effort, None);
 }
+
+#[test]
+fn anthropic_models_get_the_row_output_limit_and_prompt_cache() {
+    let (dir, l) = loaded(
+        "models:\n\
+         - {name: a, use: anthropic, model: claude-x, base_url: 'http://127.0.0.1:1'}\n\
+         - {name: b, use: anthropic, model: claude-x, base_url: 'http://127.0.0.1:1', max_tokens: 900, prompt_cache: false}\n\
+         - {name: o, model: gpt-x, base_url: 'http://127.0.0.1:1/v1'}\n",
+        &Env::empty(),
+    );
+    assert!(l.ignored.is_empty(), "{:?}", l.ignored);
+    let http = |name: &str| {
+        resolve_model_with(&l, name, dir.path(), &Env::empty())
+            .unwrap()
+            .http
+            .unwrap()
+    };
+    let (a, b, o) = (http("a"), http("b"), http("o"));
+    assert_eq!((a.max_tokens, a.prompt_cache), (Some(32_000), true));
+    assert_eq!((b.max_tokens, b.prompt_cache), (Some(900), false));
+    // A provider without a required output limit leaves it to the server.
+    assert_eq!(o.max_tokens, None);
+    let env = Env::from_pairs([("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")]);
+    let spec = resolve_model_with(&l, "anthropic:claude-y", dir.path(), &env).unwrap();
+    assert_eq!(spec.http.unwrap().max_tokens, Some(32_000));
+}
+
+#[test]
+fn a_thinking_budget_must_be_below_the_output_limit_it_is_sent_with() {
+    let entry = |extra: &str| {
+        format!(
+            "models:\n  - name: c\n    use: anthropic\n    model: claude-x\n    \
+             base_url: 'http://127.0.0.1:1'\n{extra}"
+        )
+    };
+    let resolve = |text: &str| {
+        let (dir, l) = loaded(text, &Env::empty());
+        resolve_model_with(&l, "c", dir.path(), &Env::empty()).map(|_| ())
+    };
+    // The family default (32000 for this row) is the limit when max_tokens is unset.
+    let enabled = |budget: u64| {
+        entry(&format!(
+            "    supports_thinking: true\n    when_thinking_enabled: {{thinking: {{type: enabled, budget_tokens: {budget}}}}}\n"
+        ))
+    };
+    assert_eq!(resolve(&enabled(31_999)), Ok(()));
+    let e = resolve(&enabled(32_000)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "config error: models[0].when_thinking_enabled.thinking.budget_tokens: 32000 must be \
+         less than max_tokens (32000, the default output limit for claude-x; set max_tokens to \
+         raise it): the thinking budget is part of the output limit"
+    );
+    // LangChain's spelling inside the thinking map, and the model's own extra_body.
+    let nested = entry(
+        "    max_tokens: 2000\n    supports_thinking: true\n    when_thinking_enabled: {extra_body: {thinking: {type: enabled, budget_tokens: 2048}}}\n",
+    );
+    let e = resolve(&nested).unwrap_err().to_string();
+    assert!(
+        e.contains("models[0].when_thinking_enabled.extra_body.thinking.budget_tokens: 2048 must be less than max_tokens (2000)"),
+        "{e}"
+    );
+    let body = entry("    extra_body: {thinking: {type: enabled, budget_tokens: 40000}}\n");
+    let e = resolve(&body).unwrap_err().to_string();
+    assert!(
+        e.contains("models[0].extra_body.thinking.budget_tokens: 40000"),
+        "{e}"
+    );
+    // A thinking map the model never sends (no supports_thinking) is not checked.
+    let unused =
+        entry("    when_thinking_enabled: {thinking: {type: enabled, budget_tokens: 99999}}\n");
+    assert_eq!(resolve(&unused), Ok(()));
+}
+
+#[test]
+fn the_responses_api_is_chosen_by_use_responses_api_or_deerflows_output_version() {
+    let entries = [
+        ("{name: a, model: gpt-5, use_responses_api: true}", true),
+        (
+            "{name: a, model: gpt-5, output_version: responses/v1}",
+            true,
+        ),
+        ("{name: a, model: gpt-5, output_version: v1}", false),
+        // An explicit `false` wins, as in LangChain.
+        (
+            "{name: a, model: gpt-5, use_responses_api: false, output_version: responses/v1}",
+            false,
+        ),
+        ("{name: a, model: gpt-5}", false),
+    ];
+    let env = Env::from_pairs([("OPENAI_API_KEY", "k")]);
+    for (entry, on) in entries {
+        let (dir, l) = loaded(&format!("models: [{entry}]"), &env);
+        assert!(l.ignored.is_empty(), "{entry}: {:?}", l.ignored);
+        let http = resolve_model_with(&l, "a", dir.path(), &env)
+            .unwrap()
+            .http
+            .unwrap();
+        assert_eq!(http.use_responses_api, on, "{entry}");
+    }
+    // DeerFlow's own example entry reads as it is.
+    let text = format!("models:\n{}", deerflow_example_entry("gpt-5-responses"));
+    let (dir, l) = loaded(&text, &env);
+    assert!(
+        !l.ignored
+            .iter()
+            .any(|k| k.ends_with("use_responses_api") || k.ends_with("output_version")),
+        "{:?}",
+        l.ignored
+    );
+    let r = resolve_model_with(&l, "gpt-5-responses", dir.path(), &env).unwrap();
+    assert_eq!(r.provider(), "openai");
+    assert!(r.http.unwrap().use_responses_api);
+}

@@ -46,6 +46,10 @@ pub struct Endpoint {
     /// The base URL as the client wants it (each client appends its own path); the
     /// [`base_url`] helpers cover the usual shapes.
     pub normalize_base: fn(&str) -> String,
+    /// The output limit the client sends for a model id when the config sets none, for a
+    /// provider whose API requires one (Anthropic); config checks a thinking budget
+    /// against it.
+    pub default_max_tokens: Option<fn(&str) -> u64>,
 }
 
 /// Which DeerFlow class paths (`module:Class`) map to a provider. Classes of Google's own
@@ -155,6 +159,10 @@ pub struct HttpSettings {
     /// The model's own `extra_body`, merged into every request.
     pub extra_body: Map<String, Value>,
     pub thinking: ThinkingSettings,
+    /// Anthropic: mark the prompt-cache breakpoints (`prompt_cache`, on by default).
+    pub prompt_cache: bool,
+    /// openai: the Responses API (`/responses`) instead of Chat Completions.
+    pub use_responses_api: bool,
 }
 
 /// A model's thinking configuration (contract §10) and the run's `--thinking` choice.
@@ -224,6 +232,8 @@ impl HttpSettings {
             reasoning_effort: None,
             extra_body: Map::new(),
             thinking: ThinkingSettings::default(),
+            prompt_cache: true,
+            use_responses_api: false,
         }
     }
 }
@@ -244,6 +254,7 @@ pub(crate) mod testing {
                 default_url: "https://api.openai.com/v1",
                 hosted: "api.openai.com",
                 normalize_base: base_url::trimmed,
+                default_max_tokens: None,
             }),
             deerflow_classes: DeerFlowClasses::Rest,
         },
@@ -256,6 +267,7 @@ pub(crate) mod testing {
                 default_url: "https://api.anthropic.com",
                 hosted: "api.anthropic.com",
                 normalize_base: base_url::without_v1,
+                default_max_tokens: Some(|_| 32_000),
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },

@@ -133,6 +133,14 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
             }
         }
     }
+    // The container's environment may carry credentials too (DeerFlow's `API_KEY: $MY_KEY`).
+    if let Some(map) = v
+        .get_mut("sandbox")
+        .and_then(|s| s.get_mut("environment"))
+        .and_then(Json::as_object_mut)
+    {
+        map.values_mut().for_each(redact_value);
+    }
     if let Some(skills) = v.get_mut("skills").and_then(Json::as_object_mut) {
         skills.insert(
             "path".into(),

@@ -28,6 +28,7 @@ pub struct Config {
     pub token_budget: TokenBudgetConfig,
     pub summarization: SummarizationConfig,
     pub tool_output: ToolOutputConfig,
+    pub safety_finish_reason: SafetyFinishReasonConfig,
     /// MCP servers by name (contract §9), merged with the servers of the extensions file
     /// and `--mcp-config` files after loading.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -43,12 +44,19 @@ pub struct ModelEntry {
     #[serde(rename = "use", default = "default_use")]
     pub use_: String,
     /// The provider table's row for `use_`, set after decoding (`deerflow::provider_of`);
-    /// `None` for a DeerFlow class no provider serves (Gemini's native API).
+    /// `None` for a DeerFlow class no provider serves (Vertex AI).
     #[serde(skip_deserializing, serialize_with = "provider_name")]
     pub provider: Option<&'static ProviderInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `gemini_api_key` / `google_api_key`: DeerFlow's and LangChain's names for a Gemini
+    /// entry's key.
+    #[serde(
+        default,
+        alias = "gemini_api_key",
+        alias = "google_api_key",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_key: Option<String>,
     #[serde(default, alias = "api_base", skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
@@ -93,6 +101,18 @@ pub struct ModelEntry {
     /// Merged at the top level of every request body of this model.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Anthropic: `cache_control` breakpoints on the system prompt, the tools and the
+    /// latest turns, so later calls with the same prefix read it from the prompt cache.
+    #[serde(default = "default_true")]
+    pub prompt_cache: bool,
+    /// openai only: talk to `/responses` instead of `/chat/completions`. Unset, DeerFlow's
+    /// `output_version: responses/v1` means the same (LangChain's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_responses_api: Option<bool>,
+    /// LangChain's message format (`v0`, `v1`, `responses/v1`); only `responses/v1` means
+    /// anything here (see `use_responses_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_version: Option<String>,
 }
 
 /// `config show` prints the provider's name.
@@ -115,6 +135,9 @@ fn default_stream_idle() -> f64 {
 fn default_retries() -> u32 {
     3
 }
+fn default_true() -> bool {
+    true
+}
 
 /// Prices per million tokens, enabling cost figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,9 +150,14 @@ pub struct Price {
     #[serde(
         default,
         alias = "input_cache_hit_per_million",
+        alias = "cache_read_per_mtok",
         skip_serializing_if = "Option::is_none"
     )]
     pub input_cache_hit_per_mtok: Option<f64>,
+    /// Price of input written to the prompt cache (Anthropic bills it above the input
+    /// price); absent means those tokens are billed at the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,11 +222,12 @@ pub struct CustomAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxConfig {
-    /// `local` or `confined` after loading (DeerFlow's local provider class is normalized).
+    /// `local`, `confined` or `docker` after loading (DeerFlow's provider classes are
+    /// normalized).
     #[serde(rename = "use")]
     pub use_: String,
     pub allow_host_bash: bool,
-    /// Whether confined commands may use the network (§13); off by default.
+    /// Whether sandboxed commands may use the network (§13); off by default.
     pub network: bool,
     pub bash_command_timeout: f64,
     pub bash_output_max_chars: usize,
@@ -206,6 +235,46 @@ pub struct SandboxConfig {
     pub ls_output_max_chars: usize,
     /// Variables bash may see although their names look secret (§6).
     pub bash_env_passthrough: Vec<String>,
+    /// docker: the container image (required there).
+    pub image: Option<String>,
+    /// docker: one container per sub-agent instead of one per run.
+    pub per_task: bool,
+    /// docker: how many sub-agent containers may run at once.
+    pub replicas: u32,
+    /// docker: the start of every container's name.
+    pub container_prefix: String,
+    /// docker: DeerFlow's extra bind mounts (host paths absolute after loading).
+    pub mounts: Vec<SandboxMount>,
+    /// docker: the container's whole environment. `$VAR` values stay unexpanded here (so
+    /// `config show` can name them instead of printing secrets) and are read from the
+    /// host when a docker sandbox is built.
+    pub environment: BTreeMap<String, String>,
+}
+
+impl SandboxConfig {
+    /// `environment` with every `$VAR` value read from `env`; an unset one is an error
+    /// naming its key.
+    pub fn environment_with(&self, env: &super::env::Env) -> Result<Vec<(String, String)>, String> {
+        self.environment
+            .iter()
+            .map(|(k, raw)| {
+                super::env::expand(raw, env)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|name| {
+                        format!(
+                            "sandbox.environment.{k}: {}",
+                            super::env::unset_message(&name)
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether runs offer `bash`: the flag or `allow_host_bash`, or a docker sandbox,
+    /// where the container is the boundary (§13).
+    pub fn bash_allowed(&self, flag: bool) -> bool {
+        flag || self.allow_host_bash || self.use_ == "docker"
+    }
 }
 
 impl Default for SandboxConfig {
@@ -219,8 +288,23 @@ impl Default for SandboxConfig {
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
             bash_env_passthrough: Vec::new(),
+            image: None,
+            per_task: false,
+            replicas: 3,
+            container_prefix: "deerflow-sandbox".to_string(),
+            mounts: Vec::new(),
+            environment: BTreeMap::new(),
         }
     }
+}
+
+/// One of DeerFlow's `sandbox.mounts`: a host directory shown in the container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxMount {
+    pub host_path: PathBuf,
+    pub container_path: String,
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -385,6 +469,87 @@ impl Default for ToolOutputConfig {
             storage_subdir: ".tool-results".to_string(),
             exempt_tools: vec!["read_file".to_string()],
         }
+    }
+}
+
+/// DeerFlow's `safety_finish_reason` section (contract §10): which finish reasons mean the
+/// provider stopped for safety, so the response's tool calls are not run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SafetyFinishReasonConfig {
+    /// `false` turns the check off: such a response's calls run like any other.
+    pub enabled: bool,
+    /// DeerFlow's detector classes. deerflow always applies the built-in set (OpenAI
+    /// `content_filter`, Anthropic `refusal`, Gemini's safety reasons); a known detector's
+    /// `config.finish_reasons` adds to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detectors: Option<Vec<SafetyDetector>>,
+}
+
+impl Default for SafetyFinishReasonConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            detectors: None,
+        }
+    }
+}
+
+/// One `safety_finish_reason.detectors` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SafetyDetector {
+    /// A DeerFlow class path (`…safety_termination_detectors:OpenAICompatibleContentFilterDetector`).
+    #[serde(rename = "use")]
+    pub use_: String,
+    #[serde(default)]
+    pub config: SafetyDetectorConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SafetyDetectorConfig {
+    /// More finish reasons that mean a safety stop (a gateway's own tokens).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub finish_reasons: Vec<String>,
+}
+
+impl SafetyFinishReasonConfig {
+    /// The detector classes deerflow implements (their built-in reasons are always on).
+    pub const KNOWN_DETECTORS: [&'static str; 3] = [
+        "OpenAICompatibleContentFilterDetector",
+        "AnthropicRefusalDetector",
+        "GeminiSafetyDetector",
+    ];
+
+    /// Whether a detector's class is one deerflow implements (matched by class name, so
+    /// a re-exported module path works too).
+    pub fn is_known(detector: &SafetyDetector) -> bool {
+        let class = detector
+            .use_
+            .rsplit([':', '.'])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        Self::KNOWN_DETECTORS.contains(&class)
+    }
+
+    /// The finish reasons the known detectors add, trimmed and lowercase.
+    pub fn extra_finish_reasons(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for d in self
+            .detectors
+            .iter()
+            .flatten()
+            .filter(|d| Self::is_known(d))
+        {
+            for r in &d.config.finish_reasons {
+                let r = r.trim().to_ascii_lowercase();
+                if !r.is_empty() && !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+        }
+        out
     }
 }
 

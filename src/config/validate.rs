@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 
 use super::deerflow::normalize_sandbox;
 use super::keypath::{KeyPath, Problem};
-use super::schema::{Config, ContextSize, SizeKind};
+use super::schema::{Config, ContextSize, SafetyFinishReasonConfig, SizeKind};
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     validate_models(cfg, problems, warnings);
     validate_subagents(cfg, problems);
     validate_custom_agents(cfg, problems);
-    validate_sandbox(cfg, problems);
+    validate_sandbox(cfg, problems, warnings);
     let top = KeyPath::root();
     let ld = &cfg.loop_detection;
     let at = top.key("loop_detection");
@@ -31,11 +31,30 @@ pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Ve
         problems,
     );
     validate_summarization(cfg, problems);
+    safety_detectors(cfg, warnings);
     at_least_one(
         cfg.tool_output.externalize_min_chars as u64,
         &top.key("tool_output").key("externalize_min_chars"),
         problems,
     );
+}
+
+/// A detector class deerflow does not implement cannot run (DeerFlow loads it by
+/// reflection); it is named once, and the built-in reasons still apply.
+fn safety_detectors(cfg: &Config, warnings: &mut Vec<String>) {
+    let s = &cfg.safety_finish_reason;
+    let at = KeyPath::root().key("safety_finish_reason").key("detectors");
+    for (i, d) in s.detectors.iter().flatten().enumerate() {
+        if !SafetyFinishReasonConfig::is_known(d) {
+            warnings.push(format!(
+                "{}: detector '{}' is not one deerflow has (it has {}); ignored, the built-in \
+                 safety finish reasons still apply",
+                at.index(i).key("use"),
+                d.use_,
+                SafetyFinishReasonConfig::KNOWN_DETECTORS.join(", ")
+            ));
+        }
+    }
 }
 
 fn validate_summarization(cfg: &Config, problems: &mut Vec<Problem>) {
@@ -120,6 +139,7 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
                 ("input_per_mtok", Some(p.input_per_mtok)),
                 ("output_per_mtok", Some(p.output_per_mtok)),
                 ("input_cache_hit_per_mtok", p.input_cache_hit_per_mtok),
+                ("cache_write_per_mtok", p.cache_write_per_mtok),
             ];
             for (key, v) in prices {
                 // A negative price would make costs go down as tokens are spent.
@@ -216,14 +236,14 @@ fn is_agent_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
+fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     let at = KeyPath::root().key("sandbox");
     match normalize_sandbox(&cfg.sandbox.use_) {
         Some(name) => cfg.sandbox.use_ = name.to_string(),
         None => problems.push((
             at.key("use"),
             format!(
-                "{} is not supported; deerflow runs tools on this host: use `local` or `confined` (or remove the key)",
+                "{} is not supported: use `local`, `confined` or `docker` (or remove the key)",
                 cfg.sandbox.use_
             ),
         )),
@@ -233,6 +253,64 @@ fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>) {
         &at.key("bash_command_timeout"),
         problems,
     );
+    let s = &cfg.sandbox;
+    if s.use_ != "docker" {
+        // DeerFlow's local provider takes `mounts` too; deerflow maps them only into a container.
+        let docker_only = [
+            ("image", s.image.is_some()),
+            ("mounts", !s.mounts.is_empty()),
+            ("environment", !s.environment.is_empty()),
+            ("per_task", s.per_task),
+        ];
+        for (key, set) in docker_only {
+            if set {
+                warnings.push(format!(
+                    "sandbox.{key} is used only with sandbox.use: docker; ignored"
+                ));
+            }
+        }
+        return;
+    }
+    if s.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
+        problems.push((
+            at.key("image"),
+            "required with sandbox.use: docker (an image with bash or sh, e.g. ubuntu:24.04)"
+                .into(),
+        ));
+    }
+    at_least_one(u64::from(s.replicas), &at.key("replicas"), problems);
+    if !is_container_name(&s.container_prefix) {
+        problems.push((
+            at.key("container_prefix"),
+            format!(
+                "{:?} is not a valid container name start (letters, digits, then also _ . -)",
+                s.container_prefix
+            ),
+        ));
+    }
+    for (i, m) in s.mounts.iter().enumerate() {
+        if !m.container_path.starts_with('/') {
+            problems.push((
+                at.key("mounts").index(i).key("container_path"),
+                format!("{:?} must be an absolute path", m.container_path),
+            ));
+        }
+    }
+    for name in s.environment.keys() {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            problems.push((
+                at.key("environment"),
+                format!("{name:?} is not a variable name"),
+            ));
+        }
+    }
+}
+
+/// Docker's rule for container names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
+fn is_container_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// Durations must be positive, finite and at most a year (they become `Duration`s and

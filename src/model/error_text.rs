@@ -58,7 +58,13 @@ pub fn json_error_message(value: &Value) -> Option<String> {
 /// What an HTTP error body says: its JSON error message, else a short plain-text excerpt
 /// (HTML tags stripped, whitespace collapsed, at most 200 characters).
 pub fn error_body_message(body: &str) -> String {
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
+    if let Ok(mut value) = serde_json::from_str::<Value>(body) {
+        // Gemini's streaming endpoints wrap the error object in an array.
+        if let Value::Array(items) = &mut value {
+            if items.len() == 1 {
+                value = items.remove(0);
+            }
+        }
         if let Some(message) = json_error_message(&value) {
             return message;
         }
@@ -187,6 +193,13 @@ mod tests {
         assert_eq!(scrub("nothing here", key), "nothing here");
         // Three characters of a key say nothing; a word that happens to end like one stays.
         assert_eq!(scrub("ask-", key), "ask-");
+    }
+
+    #[test]
+    fn an_error_in_an_array_is_read_too() {
+        let body =
+            r#"[{"error": {"code": 400, "message": "Bad schema.", "status": "INVALID_ARGUMENT"}}]"#;
+        assert_eq!(error_body_message(body), "Bad schema.");
     }
 
     const OVERFLOW: &str =

@@ -132,6 +132,10 @@ pub struct Usage {
     pub total_tokens: u64,
     /// The cached part of `input_tokens`, when the provider says.
     pub cache_read_tokens: Option<u64>,
+    /// The part of `input_tokens` written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`), billed at its own price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -145,6 +149,7 @@ impl Usage {
             output_tokens: output,
             total_tokens: total.filter(|t| *t >= sum).unwrap_or(sum),
             cache_read_tokens: cache_read,
+            cache_write_tokens: None,
         }
     }
 }
@@ -182,19 +187,84 @@ pub enum StopKind {
     Normal,
     /// Cut at the output limit: OpenAI `length`, Anthropic `max_tokens`.
     OutputLimit,
-    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`.
+    /// Stopped for safety: OpenAI `content_filter`, Anthropic `refusal`, Gemini `SAFETY`, …
     ContentFilter,
 }
 
 impl ModelResponse {
+    /// The stop kind under the built-in rules.
     pub fn stop_kind(&self) -> StopKind {
-        let Some(reason) = &self.finish_reason else {
+        StopRules::default().kind(self.finish_reason.as_deref())
+    }
+}
+
+/// Which finish reasons mean what: the built-in names of each provider, with DeerFlow's
+/// `safety_finish_reason` section applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopRules {
+    /// Safety stops are detected (`safety_finish_reason.enabled`).
+    pub safety: bool,
+    /// Finish reasons besides the built-in ones that mean a safety stop, lowercase
+    /// (the detectors' `finish_reasons`).
+    pub extra_safety: Vec<String>,
+}
+
+impl Default for StopRules {
+    fn default() -> Self {
+        Self {
+            safety: true,
+            extra_safety: Vec::new(),
+        }
+    }
+}
+
+/// Safety stops: OpenAI-compatible `content_filter`, Anthropic `refusal`, Gemini's
+/// safety reasons (DeerFlow's built-in detector set).
+const SAFETY_STOPS: &[&str] = &[
+    "content_filter",
+    "refusal",
+    "safety",
+    "blocklist",
+    "prohibited_content",
+    "spii",
+    "recitation",
+    // Gemini's image safety stops (`providers::gemini::SAFETY_REASONS`).
+    "image_safety",
+    "image_prohibited_content",
+    "image_recitation",
+];
+
+/// Output-limit stops: OpenAI `length`, Anthropic `max_tokens` (and
+/// `model_context_window_exceeded`, the output cut by the context window), Gemini
+/// `MAX_TOKENS`, the Responses API's `max_output_tokens`.
+const OUTPUT_LIMIT_STOPS: &[&str] = &[
+    "length",
+    "max_tokens",
+    "max_output_tokens",
+    "model_context_window_exceeded",
+];
+
+impl StopRules {
+    pub fn from_config(section: &crate::config::SafetyFinishReasonConfig) -> Self {
+        Self {
+            safety: section.enabled,
+            extra_safety: section.extra_finish_reasons(),
+        }
+    }
+
+    pub fn kind(&self, finish_reason: Option<&str>) -> StopKind {
+        let Some(reason) = finish_reason else {
             return StopKind::Normal;
         };
-        match reason.to_ascii_lowercase().as_str() {
-            "length" | "max_tokens" | "max_output_tokens" => StopKind::OutputLimit,
-            "content_filter" | "refusal" | "safety" => StopKind::ContentFilter,
-            _ => StopKind::Normal,
+        let reason = reason.trim().to_ascii_lowercase();
+        if OUTPUT_LIMIT_STOPS.contains(&reason.as_str()) {
+            return StopKind::OutputLimit;
+        }
+        let safety = SAFETY_STOPS.contains(&reason.as_str()) || self.extra_safety.contains(&reason);
+        if self.safety && safety {
+            StopKind::ContentFilter
+        } else {
+            StopKind::Normal
         }
     }
 }
@@ -435,9 +505,21 @@ mod tests {
         for r in ["length", "max_tokens", "MAX_TOKENS"] {
             assert_eq!(kind(Some(r)), StopKind::OutputLimit, "{r}");
         }
-        for r in ["content_filter", "refusal", "SAFETY"] {
+        for r in [
+            "content_filter",
+            "refusal",
+            "SAFETY",
+            "BLOCKLIST",
+            "PROHIBITED_CONTENT",
+            "SPII",
+            "RECITATION",
+        ] {
             assert_eq!(kind(Some(r)), StopKind::ContentFilter, "{r}");
         }
+        assert_eq!(
+            kind(Some("model_context_window_exceeded")),
+            StopKind::OutputLimit
+        );
         for r in [
             None,
             Some("stop"),
@@ -447,6 +529,58 @@ mod tests {
         ] {
             assert_eq!(kind(r), StopKind::Normal, "{r:?}");
         }
+    }
+
+    #[test]
+    fn deerflow_s_safety_section_adds_reasons_or_turns_safety_stops_off() {
+        use crate::config::{SafetyDetector, SafetyDetectorConfig, SafetyFinishReasonConfig};
+        let detector = |class: &str, reasons: &[&str]| SafetyDetector {
+            use_: format!("deerflow.agents.middlewares.safety_termination_detectors:{class}"),
+            config: SafetyDetectorConfig {
+                finish_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            },
+        };
+        let section = SafetyFinishReasonConfig {
+            enabled: true,
+            detectors: Some(vec![
+                detector(
+                    "OpenAICompatibleContentFilterDetector",
+                    &["content_filter", " Sensitive ", "risk_control"],
+                ),
+                detector("AnthropicRefusalDetector", &[]),
+                // A class deerflow does not have: its reasons are not used.
+                detector("WenxinSafetyDetector", &["wenxin_block"]),
+            ]),
+        };
+        let rules = StopRules::from_config(&section);
+        assert_eq!(
+            rules.extra_safety,
+            ["content_filter", "sensitive", "risk_control"]
+        );
+        for r in [
+            "sensitive",
+            "RISK_CONTROL",
+            "refusal",
+            "SAFETY",
+            "content_filter",
+        ] {
+            assert_eq!(rules.kind(Some(r)), StopKind::ContentFilter, "{r}");
+        }
+        assert_eq!(rules.kind(Some("wenxin_block")), StopKind::Normal);
+        assert_eq!(rules.kind(Some("sensitive")), StopKind::ContentFilter);
+        assert_eq!(
+            StopRules::default().kind(Some("sensitive")),
+            StopKind::Normal
+        );
+        // `enabled: false`: no safety stop at all; the output limit still counts.
+        let off = StopRules::from_config(&SafetyFinishReasonConfig {
+            enabled: false,
+            ..section
+        });
+        for r in ["sensitive", "refusal", "content_filter"] {
+            assert_eq!(off.kind(Some(r)), StopKind::Normal, "{r}");
+        }
+        assert_eq!(off.kind(Some("length")), StopKind::OutputLimit);
     }
 
     #[test]
@@ -496,7 +630,8 @@ mod tests {
             max_output_tokens: out,
         };
         assert_eq!(limits("o"), l(Some(4096), Some(512)));
-        assert_eq!(limits("a"), l(Some(200_000), None));
+        // Anthropic requires an output limit: the family default when unset.
+        assert_eq!(limits("a"), l(Some(200_000), Some(32_000)));
         assert_eq!(limits("r"), l(Some(1000), None));
         assert_eq!(limits("n"), l(None, None));
         // `--record` wraps a client without hiding its limits.

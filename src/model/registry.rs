@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::providers::{anthropic, cannot_serve, openai_chat, replay};
+use super::providers::{anthropic, cannot_serve, gemini, openai_chat, openai_responses, replay};
 use super::ChatModel;
 use crate::config::{base_url, DeerFlowClasses, Endpoint, ProviderInfo, Providers, ResolvedModel};
 
@@ -42,11 +42,12 @@ pub static PROVIDERS: &[Provider] = &[
                 default_url: "https://api.openai.com/v1",
                 hosted: "api.openai.com",
                 normalize_base: base_url::trimmed,
+                default_max_tokens: None,
             }),
             // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, …
             deerflow_classes: DeerFlowClasses::Rest,
         },
-        build: openai_chat::build,
+        build: openai,
     },
     Provider {
         info: ProviderInfo {
@@ -58,10 +59,30 @@ pub static PROVIDERS: &[Provider] = &[
                 default_url: "https://api.anthropic.com",
                 hosted: "api.anthropic.com",
                 normalize_base: base_url::without_v1,
+                default_max_tokens: Some(anthropic::default_max_tokens),
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },
         build: anthropic::build,
+    },
+    Provider {
+        info: ProviderInfo {
+            name: "gemini",
+            example_model: Some("gemini-2.5-flash"),
+            endpoint: Some(Endpoint {
+                // LangChain's ChatGoogleGenerativeAI reads GOOGLE_API_KEY.
+                key_vars: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+                url_var: "GEMINI_BASE_URL",
+                default_url: "https://generativelanguage.googleapis.com",
+                hosted: "generativelanguage.googleapis.com",
+                normalize_base: gemini::normalize_base,
+                // Gemini's output limit is optional: the server's default applies.
+                default_max_tokens: None,
+            }),
+            // langchain_google_genai:ChatGoogleGenerativeAI (never Vertex AI's classes).
+            deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
+        },
+        build: gemini::build,
     },
     Provider {
         info: ProviderInfo {
@@ -73,6 +94,16 @@ pub static PROVIDERS: &[Provider] = &[
         build: replay::build,
     },
 ];
+
+/// `use: openai` speaks Chat Completions, or the Responses API when the model asks for it
+/// (`use_responses_api`): one provider, two wire protocols.
+fn openai(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
+    if r.http.as_ref().is_some_and(|h| h.use_responses_api) {
+        openai_responses::build(r)
+    } else {
+        openai_chat::build(r)
+    }
+}
 
 /// A provider table: deerflow's own ([`Registry::STANDARD`]), or another in tests.
 #[derive(Debug, Clone, Copy)]

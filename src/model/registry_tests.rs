@@ -71,6 +71,10 @@ fn config_tests_use_this_table() {
                     (c.key_vars, c.url_var, c.default_url, c.hosted),
                     (r.key_vars, r.url_var, r.default_url, r.hosted)
                 );
+                // config's copy stands for the family table with its answer for ids
+                // of no known family.
+                let max = |f: Option<fn(&str) -> u64>| f.map(|f| f("claude-x"));
+                assert_eq!(max(c.default_max_tokens), max(r.default_max_tokens));
                 for url in [" http://h/v1/ ", "https://x/v1", "http://h"] {
                     assert_eq!((c.normalize_base)(url), (r.normalize_base)(url), "{url}");
                 }
@@ -117,6 +121,7 @@ static FAKE: &[Provider] = &[Provider {
             default_url: "https://api.fake.example/v1/",
             hosted: "api.fake.example",
             normalize_base: base_url::trimmed,
+            default_max_tokens: None,
         }),
         deerflow_classes: DeerFlowClasses::NameContains("Fake"),
     },

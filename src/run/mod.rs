@@ -41,7 +41,11 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let stdout_closed = Arc::new(AtomicBool::new(false));
     // Handlers first: a consumer that signals as soon as it sees `run_started` must get
     // `run_completed`, not the default disposition.
-    signals::watch(control.clone(), spec.workspace.clone());
+    signals::watch(
+        control.clone(),
+        spec.workspace.clone(),
+        spec.limits.sandbox.clone(),
+    );
     let stdout_failure: Arc<Mutex<Option<String>>> = Arc::default();
     let on_closed: OnStdoutLost = {
         let (control, closed) = (control.clone(), stdout_closed.clone());
@@ -70,14 +74,24 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             c.stop(StopCause::Timeout);
         });
     }
-    // MCP tools join the registry before the scheduler and the lead take their tools from it.
-    let (mcp, mcp_failure) = start_mcp(&mut spec, &events, &control).await;
+    // MCP tools join the registry before the scheduler and the lead take their tools from
+    // it; the sandbox gets ready (a daemon reached, an image pulled) at the same time.
+    let sandbox = spec.limits.sandbox.clone();
+    let sandbox_start = async {
+        tokio::select! {
+            r = sandbox.start() => r.err(),
+            _ = control.cancel.cancelled() => None,
+        }
+    };
+    let ((mcp, mcp_failure), sandbox_failure) =
+        tokio::join!(start_mcp(&mut spec, &events, &control), sandbox_start);
     let shared = Arc::new(RunShared {
         ledger: Arc::new(Ledger::new(spec.prices.clone())),
         budget: Budget::new(spec.max_tokens),
         loop_limits: spec.loop_limits.clone(),
         control: control.clone(),
         context: spec.context.clone(),
+        stops: spec.stops.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
     let scheduler = spec.subagents.clone().map(|setup| {
@@ -88,8 +102,8 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             scheduler_limits(&spec),
         )
     });
-    let end = match mcp_failure {
-        // A required server is down: the run fails before the first model call.
+    let end = match sandbox_failure.or(mcp_failure) {
+        // No sandbox, or a required server is down: the run fails before the first model call.
         Some(error) => Ok(AgentEnd::Failed(error)),
         None if control.cancel.is_cancelled() => Ok(AgentEnd::Cancelled),
         None => {
@@ -105,7 +119,9 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     } else {
         crate::mcp::StopTimes::NORMAL
     };
-    mcp.stop(stop).await;
+    // The sandbox's containers go on every path, before `run_completed` says the run is over.
+    let sandbox_stop = tokio::time::timeout(sandbox_stop_bound(&control), sandbox.stop());
+    let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     let mut code = exit_code(status, control.cause(), &tasks);
@@ -225,6 +241,20 @@ fn drain_deadline(control: &RunControl) -> Option<Instant> {
         }
         Some((StopCause::Timeout, _)) => Some(Instant::now() + Duration::from_secs(2)),
         _ => None,
+    }
+}
+
+/// How long removing the sandbox's containers may take: after a signal, what is left of the
+/// 2 s stop (at least a little, so a quick removal still happens); otherwise long enough
+/// for a slow daemon.
+fn sandbox_stop_bound(control: &RunControl) -> Duration {
+    match control.stopped() {
+        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) => (at
+            + SIGNAL_STOP)
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(Duration::from_millis(200))
+            .max(Duration::from_millis(500)),
+        _ => Duration::from_secs(15),
     }
 }
 

@@ -7,9 +7,10 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::agent::RunControl;
 use crate::outcome::{StopCause, EXIT_SIGINT};
+use crate::workspace::sandbox::Sandbox;
 use crate::workspace::Workspace;
 
-pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
+pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<dyn Sandbox>) {
     // Seen even while every tokio worker waits on a stalled stdout.
     crate::events::watch_stop_signals();
     let kinds = [
@@ -24,7 +25,7 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
             );
             continue;
         };
-        let (control, workspace) = (control.clone(), workspace.clone());
+        let (control, workspace, sandbox) = (control.clone(), workspace.clone(), sandbox.clone());
         tokio::spawn(async move {
             let mut seen = 0;
             while stream.recv().await.is_some() {
@@ -32,6 +33,9 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>) {
                 if seen > 1 && cause == StopCause::Sigint {
                     workspace.processes().kill_all();
                     crate::workspace::process::kill_orphans();
+                    // Containers too, but only briefly: this exit is meant to be at once.
+                    let quick = std::time::Duration::from_millis(1000);
+                    let _ = tokio::time::timeout(quick, sandbox.stop()).await;
                     // The run's stored tool results go with it on this path too.
                     if let Some(dir) = workspace.tool_results_root() {
                         let _ = std::fs::remove_dir_all(dir);

@@ -10,7 +10,7 @@ use crate::config::McpServer;
 use crate::events::{ModelInfo, SandboxInfo};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::RecordLog;
-use crate::model::ChatModel;
+use crate::model::{ChatModel, StopRules};
 use crate::subagent::{Skill, SubagentSetup};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::SandboxLimits;
@@ -39,6 +39,8 @@ pub struct RunSpec {
     /// The run's tools, built once: the lead and every sub-agent take theirs from it.
     pub tools: Arc<ToolRegistry>,
     pub loop_limits: LoopLimits,
+    /// DeerFlow's `safety_finish_reason` section applied to the built-in stop reasons.
+    pub stops: StopRules,
     pub max_turns: u32,
     pub max_concurrent: u32,
     pub max_tasks: u32,

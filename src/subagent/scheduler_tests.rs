@@ -68,6 +68,7 @@ impl Fixture {
             loop_limits: LoopLimits::default(),
             control: control.clone(),
             context: Arc::new(crate::agent::KeepAll),
+            stops: Default::default(),
         });
         let (events, writer, seen) = Capture::start();
         let sched = Scheduler::new(

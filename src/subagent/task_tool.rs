@@ -245,7 +245,7 @@ fn build_agent(
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),
-            limits: s.limits.clone(),
+            limits: s.limits.for_task(&rec.id),
             cancel,
             call_id: String::new(),
         },

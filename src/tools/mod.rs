@@ -150,6 +150,20 @@ pub struct SandboxLimits {
     pub ls_output_max_chars: usize,
 }
 
+impl SandboxLimits {
+    /// The limits one sub-agent's tools get: the same, in the sandbox its commands run in
+    /// (its own container with docker's `per_task`).
+    pub fn for_task(self: &Arc<Self>, task_id: &str) -> Arc<Self> {
+        match self.sandbox.for_task(task_id) {
+            Some(sandbox) => Arc::new(Self {
+                sandbox,
+                ..(**self).clone()
+            }),
+            None => self.clone(),
+        }
+    }
+}
+
 impl Default for SandboxLimits {
     fn default() -> Self {
         Self {

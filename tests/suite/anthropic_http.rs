@@ -2,9 +2,10 @@
 
 use serde_json::{json, Value};
 
+use super::harness::deerflow;
 use super::harness::workspace;
 use super::openai_http::{assert_no_key, assert_no_panic, config, run, KEY};
-use crate::support::{MockServer, Reply};
+use crate::support::{MockServer, Reply, Rule};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn anthropic_round_trip_with_two_parallel_tool_uses() {
@@ -146,7 +147,13 @@ async fn anthropic_round_trip_with_two_parallel_tool_uses() {
         assert_eq!(req.body["model"], "m1");
         assert_eq!(req.body["stream"], true);
         assert_eq!(req.body["max_tokens"], 2048);
-        assert!(req.body["system"].is_string());
+        // The system prompt is one text block with the prompt-cache mark (on by default).
+        assert_eq!(req.body["system"].as_array().map(Vec::len), Some(1));
+        assert!(req.body["system"][0]["text"].is_string());
+        assert_eq!(
+            req.body["system"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
         let tools = req.body["tools"].as_array().expect("tools");
         let write = tools
             .iter()
@@ -256,4 +263,248 @@ async fn anthropic_http_error_carries_the_api_message() {
     // Without max_tokens in the config the client still sends the required field.
     assert!(server.requests()[0].body["max_tokens"].as_u64().is_some());
     assert_no_key(&out);
+}
+
+/// Where a Messages request carries `cache_control`: `tools[i]`, `system[i]`,
+/// `messages[m][b]`.
+fn breakpoints(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let marked = |v: &Value| v.get("cache_control") == Some(&json!({"type": "ephemeral"}));
+    for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+        if marked(tool) {
+            out.push(format!("tools[{i}]"));
+        }
+    }
+    for (i, block) in body["system"].as_array().into_iter().flatten().enumerate() {
+        if marked(block) {
+            out.push(format!("system[{i}]"));
+        }
+    }
+    for (m, msg) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for (b, block) in msg["content"].as_array().into_iter().flatten().enumerate() {
+            if marked(block) {
+                out.push(format!("messages[{m}][{b}]"));
+            }
+        }
+    }
+    out
+}
+
+/// The request without its cache marks.
+fn unmarked(body: &Value) -> Value {
+    let text = body
+        .to_string()
+        .replace(r#","cache_control":{"type":"ephemeral"}"#, "");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_cache_marks_the_prefix_and_cache_tokens_are_counted_and_priced() {
+    let server = MockServer::start().await;
+    server.push_reply(
+        Reply::anthropic_tool_uses(vec![("toolu_1", "ls", json!({"path": "."}))])
+            .usage(100, 20)
+            .cache(0, 2000),
+    );
+    server.push_reply(Reply::anthropic_text("done").usage(50, 10).cache(2000, 100));
+    let ws = workspace();
+    let price = ", price: {input_per_mtok: 3, output_per_mtok: 15, cache_read_per_mtok: 0.3, \
+                 cache_write_per_mtok: 3.75}";
+    let cfg = config(ws.path(), "anthropic", &server.anthropic_url(), price);
+    let out = run(&cfg, ws.path(), "list the files").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let last_tool = reqs[0].body["tools"].as_array().unwrap().len() - 1;
+    // Tools, system, and the latest turn; then also the previous call's end.
+    assert_eq!(
+        breakpoints(&reqs[0].body),
+        [
+            format!("tools[{last_tool}]"),
+            "system[0]".into(),
+            "messages[0][0]".into()
+        ]
+    );
+    assert_eq!(
+        breakpoints(&reqs[1].body),
+        [
+            format!("tools[{last_tool}]"),
+            "system[0]".into(),
+            "messages[0][0]".into(),
+            "messages[2][0]".into()
+        ]
+    );
+    assert_eq!(
+        reqs[1].body["messages"][2]["content"][0]["type"],
+        "tool_result"
+    );
+    // The second call's prefix is the first call's, byte for byte.
+    let (a, b) = (unmarked(&reqs[0].body), unmarked(&reqs[1].body));
+    assert_eq!(a["system"], b["system"]);
+    assert_eq!(a["tools"], b["tools"]);
+    assert_eq!(a["messages"][0], b["messages"][0]);
+    // No max_tokens configured: the default for a model of no known family.
+    assert_eq!(reqs[0].body["max_tokens"], 32000);
+
+    // §3: input = uncached + cache read + cache write; cache_read_tokens the read part.
+    let usage: Vec<_> = out
+        .of_type("usage")
+        .iter()
+        .map(|u| {
+            (
+                u["input_tokens"].as_u64(),
+                u["cache_read_tokens"].as_u64(),
+                u["output_tokens"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        usage,
+        [
+            (Some(2100), Some(0), Some(20)),
+            (Some(2150), Some(2000), Some(10))
+        ]
+    );
+    let done = out.completed();
+    assert_eq!(done["usage"]["input_tokens"], 4250);
+    // 150 uncached × 3 + 2000 read × 0.3 + 2100 written × 3.75 + 30 out × 15, per million.
+    assert_eq!(done["usage"]["cost_usd"], json!(0.009375));
+    assert_no_key(&out);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_cache_false_sends_no_cache_control() {
+    let server = MockServer::start().await;
+    server.push_reply(
+        Reply::anthropic_tool_uses(vec![("toolu_1", "ls", json!({"path": "."}))]).usage(10, 2),
+    );
+    server.push_reply(Reply::anthropic_text("done").usage(10, 2));
+    let ws = workspace();
+    let cfg = config(
+        ws.path(),
+        "anthropic",
+        &server.anthropic_url(),
+        ", prompt_cache: false",
+    );
+    let out = run(&cfg, ws.path(), "list").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for req in server.requests() {
+        assert!(!req.raw_body.contains("cache_control"), "{}", req.raw_body);
+        assert!(req.body["system"].is_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sub_agents_of_one_type_send_the_same_cached_prefix() {
+    let server = MockServer::start().await;
+    server.push(
+        Rule::body_contains("Task Succeeded").reply(Reply::anthropic_text("all done").usage(5, 1)),
+    );
+    let task = |i: u32| {
+        (
+            format!("toolu_t{i}"),
+            "task".to_string(),
+            json!({"description": format!("part {i}"), "prompt": format!("SUBTASK {i}"),
+                   "subagent_type": "general-purpose"}),
+        )
+    };
+    server.push(
+        Rule::body_contains("LEADPROMPT")
+            .reply(Reply::anthropic_tool_uses(vec![task(1), task(2)]).usage(5, 1)),
+    );
+    server.push(
+        Rule::body_contains("SUBTASK")
+            .times(2)
+            .reply(Reply::anthropic_text("sub done").usage(5, 1)),
+    );
+    let ws = workspace();
+    let cfg = config(ws.path(), "anthropic", &server.anthropic_url(), "");
+    let out = run(&cfg, ws.path(), "LEADPROMPT: split").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["tasks"]["completed"], 2);
+    let subs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.raw_body.contains("SUBTASK") && !r.raw_body.contains("LEADPROMPT"))
+        .collect();
+    assert_eq!(subs.len(), 2);
+    // System prompt and tools, marks included, are the same bytes for both sub-agents.
+    let prefix = |r: &crate::support::RecordedRequest| {
+        (
+            r.body["system"].to_string(),
+            r.body["tools"].to_string(),
+            breakpoints(&r.body),
+        )
+    };
+    assert_eq!(prefix(&subs[0]), prefix(&subs[1]));
+    assert!(subs[0].body["system"][0]["cache_control"].is_object());
+    assert!(subs[0].body["tools"].as_array().unwrap().last().unwrap()["cache_control"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_tokens_defaults_to_the_model_family_and_the_thinking_budget_is_checked() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::anthropic_text("hi").usage(3, 1));
+    let ws = workspace();
+    let write = |extra: &str| {
+        let path = ws.path().join("family.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "models:\n  - name: claude\n    use: anthropic\n    model: claude-sonnet-4-5-20250929\n    \
+                 base_url: '{}'\n    api_key: {KEY}\n{extra}",
+                server.anthropic_url()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let cfg = write("");
+    let out = run(&cfg, ws.path(), "hi").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(server.requests()[0].body["max_tokens"], 64000);
+
+    // A budget the default limit cannot hold: a config error before any event.
+    let cfg = write(
+        "    supports_thinking: true\n    when_thinking_enabled:\n      thinking: {type: enabled, budget_tokens: 64000}\n",
+    );
+    let key = "models[0].when_thinking_enabled.thinking.budget_tokens";
+    let check = deerflow(["-c", cfg.to_str().unwrap(), "config", "check"])
+        .output()
+        .await;
+    assert_eq!(check.code, 78, "{}", check.stderr);
+    let lines: Vec<&str> = check.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", check.stderr);
+    assert!(
+        lines[0].contains(key) && lines[0].contains("less than max_tokens (64000"),
+        "{}",
+        lines[0]
+    );
+    let out = run(&cfg, ws.path(), "hi").output().await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(out.stderr.contains(key), "{}", out.stderr);
+    assert_eq!(server.request_count(), 1);
+    // The config is wrong whatever this run's --thinking says.
+    let out = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "--thinking",
+        "off",
+        "-C",
+        ws.path().to_str().unwrap(),
+        "hi",
+    ])
+    .output()
+    .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert_eq!(server.request_count(), 1);
 }

@@ -705,3 +705,54 @@ async fn a_stalled_reader_holds_the_run_back_and_loses_nothing() {
     super::harness::check_stream(&out);
     assert_eq!(out.completed()["tasks"]["completed"], n);
 }
+
+/// §8 with §12's back-pressure: while every worker waits on a full event queue (the reader
+/// stalled), SIGTERM still ends the run within 2 s, with 143.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_ends_a_run_held_back_by_a_full_event_queue() {
+    let ws = workspace();
+    let n = 6000;
+    let calls: Vec<_> = (0..n)
+        .map(|i| json!({"name": "task", "arguments": {"description": format!("t{i}"), "prompt": "go", "subagent_type": "general-purpose"}}))
+        .collect();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "all done"}],
+               "default_task": [{"text": "z".repeat(4000)}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let n_s = n.to_string();
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "--max-tasks",
+        &n_s,
+        "--max-concurrent",
+        "64",
+        "-m",
+        &m,
+        "go",
+    ])
+    .cwd(ws.path())
+    .command();
+    cmd.stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let _stalled = child.stdout.take();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // SAFETY: kill only sends a signal to the child we spawned.
+    assert_eq!(
+        unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) },
+        0
+    );
+    let sent = std::time::Instant::now();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("deerflow hung on a full event queue")
+        .unwrap();
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(status.code(), Some(143));
+}

@@ -395,7 +395,8 @@ async fn anthropic_is_told_in_the_system_prompt() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.completed()["final_output"]["verdict"], "pass");
     let body = &server.requests()[0].body;
-    let system = body["system"].as_str().unwrap();
+    // One text block, marked for the prompt cache.
+    let system = body["system"][0]["text"].as_str().unwrap();
     assert!(system.contains("## Final answer format"), "{system}");
     assert!(system.contains(&strict_schema().to_string()), "{system}");
     assert!(body.get("response_format").is_none());

@@ -32,9 +32,11 @@ pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
         .get("model")
         .and_then(|m| m.as_str())
         .unwrap_or("mock-model");
+    let path = req.path.split('?').next().unwrap_or_default();
     let ctx = StreamCtx {
         model: model.to_string(),
         seq,
+        responses: path.ends_with("/responses"),
     };
     // Racing the reply against the client going away keeps `max_in_flight` honest and ends
     // gated or stalled replies whose client has given up.

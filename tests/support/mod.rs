@@ -2,7 +2,9 @@
 //!
 //! Hand-rolled HTTP/1.1 on a `TcpListener` (one request per connection, `Connection: close`)
 //! so tests control chunk timing, gates, stalls and disconnects exactly. It speaks OpenAI
-//! Chat Completions SSE and Anthropic Messages SSE; the scripted `Reply` decides which.
+//! Chat Completions SSE, Anthropic Messages SSE and Gemini `streamGenerateContent` SSE; the
+//! scripted `Reply` decides which. An OpenAI reply to a request for a `/responses` path speaks
+//! the OpenAI Responses API (`responses.rs`).
 //!
 //! ```ignore
 //! let server = MockServer::start().await;
@@ -13,7 +15,9 @@
 
 mod conn;
 mod gate;
+mod gemini;
 mod http;
+mod responses;
 mod script;
 mod sse;
 
@@ -130,6 +134,11 @@ impl MockServer {
 
     /// Base URL for the Anthropic provider: `http://127.0.0.1:PORT`.
     pub fn anthropic_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Base URL for the Gemini provider: `http://127.0.0.1:PORT` (it adds `/v1beta/…`).
+    pub fn gemini_url(&self) -> String {
         format!("http://{}", self.addr)
     }
 

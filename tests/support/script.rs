@@ -87,7 +87,7 @@ impl Rule {
 pub type Call = (String, String, Value);
 
 /// Converts the tuple forms tests like to write into owned calls.
-fn own_calls<I: Into<String>, N: Into<String>>(calls: Vec<(I, N, Value)>) -> Vec<Call> {
+pub(crate) fn own_calls<I: Into<String>, N: Into<String>>(calls: Vec<(I, N, Value)>) -> Vec<Call> {
     calls
         .into_iter()
         .map(|(id, name, args)| (id.into(), name.into(), args))
@@ -108,6 +108,10 @@ pub(crate) enum Body {
     },
     /// Anthropic `message_start` followed by an `error` event.
     AnthropicError { kind: String, message: String },
+    /// OpenAI Responses API SSE (see `responses.rs`).
+    Responses(super::responses::ResponsesBody),
+    /// Gemini `streamGenerateContent?alt=sse` (see `gemini.rs`).
+    Gemini(super::gemini::GeminiReply),
     /// SSE chunks written verbatim.
     RawSse(Vec<String>),
     /// A plain response with a `Content-Length` body.
@@ -164,6 +168,11 @@ impl Reply {
             gate: None,
             cut: None,
         }
+    }
+
+    /// A reply of this body with no faults (the provider files' constructors use it).
+    pub(crate) fn from_body(body: Body) -> Self {
+        Self::new(body)
     }
 
     /// OpenAI SSE: a text answer, `finish_reason: "stop"`.

@@ -3,17 +3,29 @@
 
 use serde_json::{json, Value};
 
+use super::responses;
 use super::script::{Body, Call, Reply};
 
 /// Per-request values that make the stream look real: the echoed model and a unique id.
 pub(crate) struct StreamCtx {
     pub model: String,
     pub seq: usize,
+    /// The request went to a `/responses` path: OpenAI replies speak the Responses API.
+    pub responses: bool,
 }
 
 /// The SSE chunks for a streamed reply, one element per write.
 pub(crate) fn chunks(reply: &Reply, ctx: &StreamCtx) -> Vec<String> {
     match &reply.body {
+        Body::OpenAi { text, calls } if ctx.responses => {
+            let output = responses::Output {
+                text: text.clone(),
+                calls: calls.clone(),
+                ..Default::default()
+            };
+            responses::chunks(reply, ctx, &responses::ResponsesBody::Output(output))
+        }
+        Body::Responses(body) => responses::chunks(reply, ctx, body),
         Body::OpenAi { text, calls } => openai(reply, ctx, text.as_deref(), calls),
         Body::Anthropic { text, calls } => anthropic(reply, ctx, text.as_deref(), calls),
         Body::AnthropicError { kind, message } => vec![
@@ -23,6 +35,7 @@ pub(crate) fn chunks(reply: &Reply, ctx: &StreamCtx) -> Vec<String> {
                 json!({"type": "error", "error": {"type": kind, "message": message}}),
             ),
         ],
+        Body::Gemini(g) => super::gemini::chunks(reply, g, ctx),
         Body::RawSse(chunks) => chunks.clone(),
         Body::Status { .. } => Vec::new(),
     }

@@ -22,16 +22,23 @@ macro_rules! capture {
     };
 }
 
+mod limits;
 mod request;
 mod stream;
 
+pub use limits::default_max_tokens;
 pub use request::request_body;
 pub use stream::AnthropicAssembler;
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
-/// The API requires `max_tokens`; this applies when the config sets none.
-const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The output limit each request carries: the configured one, else the family's.
+fn max_tokens(settings: &HttpSettings) -> u64 {
+    settings
+        .max_tokens
+        .unwrap_or_else(|| default_max_tokens(&settings.model))
+}
 
 /// A Claude model behind the Anthropic Messages API.
 pub struct AnthropicModel {
@@ -82,7 +89,7 @@ impl ChatModel for AnthropicModel {
     fn limits(&self) -> ModelLimits {
         ModelLimits {
             context_window: self.context_window,
-            max_output_tokens: self.settings.max_tokens,
+            max_output_tokens: Some(max_tokens(&self.settings)),
         }
     }
 }
@@ -233,7 +240,8 @@ mod tests {
             reasoning: r.reasoning,
         };
         let req = request(vec![Message::User("go".into()), assistant], vec![], false);
-        let settings = HttpSettings::new("claude-x", "https://api.anthropic.com", None);
+        let mut settings = HttpSettings::new("claude-x", "https://api.anthropic.com", None);
+        settings.prompt_cache = false;
         request_body(&settings, &req)["messages"].clone()
     }
 

@@ -4,7 +4,9 @@
 //! bodies and assemble stream events.
 
 pub mod anthropic;
+pub mod gemini;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod replay;
 
 use crate::config::ResolvedModel;

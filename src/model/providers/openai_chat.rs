@@ -39,7 +39,7 @@ mod request;
 mod stream;
 pub mod strict;
 
-pub use request::request_body;
+pub use request::{is_reasoning_model, request_body};
 pub use stream::OpenAiAssembler;
 
 const PROVIDER: &str = "openai";

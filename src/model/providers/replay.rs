@@ -75,6 +75,9 @@ pub struct ScriptedUsage {
     pub total_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_tokens: Option<u64>,
+    /// Prompt-cache writes (Anthropic), so a replay prices a recorded run the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -204,8 +207,9 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
             call
         })
         .collect::<Vec<_>>();
-    let usage = r.usage.as_ref().map(|u| {
-        Usage::reported(
+    let usage = r.usage.as_ref().map(|u| Usage {
+        cache_write_tokens: u.cache_write_tokens,
+        ..Usage::reported(
             u.input_tokens,
             u.output_tokens,
             u.total_tokens,
@@ -356,6 +360,7 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
             output_tokens: u.output_tokens,
             total_tokens: Some(u.total_tokens),
             cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
         }),
         delay_ms: None,
         error: None,
@@ -571,6 +576,26 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(serde_json::to_value(&plain).unwrap(), json!({"text": "hi"}));
+    }
+
+    #[test]
+    fn prompt_cache_usage_is_recorded_and_replayed() {
+        let recorded = ModelResponse {
+            text: Some("hi".into()),
+            usage: Some(Usage {
+                input_tokens: 1300,
+                output_tokens: 5,
+                total_tokens: 1305,
+                cache_read_tokens: Some(1000),
+                cache_write_tokens: Some(200),
+            }),
+            finish_reason: Some("stop".into()),
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&from_response(&recorded)).unwrap();
+        assert!(text.contains(r#""cache_write_tokens":200"#), "{text}");
+        let back: ScriptedResponse = serde_json::from_str(&text).unwrap();
+        assert_eq!(to_response(&back, &req(AgentId::Lead, 0)), recorded);
     }
 
     #[tokio::test]

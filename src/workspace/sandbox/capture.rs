@@ -59,6 +59,11 @@ impl Capture {
         })
     }
 
+    /// Adds bytes read some other way (a container's multiplexed output stream).
+    pub(super) fn push(&self, data: &[u8]) {
+        self.lock().push(data);
+    }
+
     /// The captured text (lossy UTF-8) and how many characters were dropped from its middle.
     pub(super) fn text(&self) -> (String, usize) {
         let ht = self.lock();

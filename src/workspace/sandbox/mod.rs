@@ -1,22 +1,25 @@
 //! Where commands run (contract §13): one [`Sandbox`] executor seam, so the `bash` tool does
-//! not care whether its command runs on the host ([`LocalSandbox`]) or inside bubblewrap
-//! ([`ConfinedSandbox`]). Every implementation runs the command in a working directory with
-//! the §6 environment and a timeout, collects bounded output, and kills what it started on
-//! timeout, cancellation, or when the call is dropped.
+//! not care whether its command runs on the host ([`LocalSandbox`]), inside bubblewrap
+//! ([`ConfinedSandbox`]) or in a container ([`DockerSandbox`]). Every implementation runs the
+//! command in a working directory with the §6 environment and a timeout, collects bounded
+//! output, and kills what it started on timeout, cancellation, or when the call is dropped.
 
 mod capture;
 mod confined;
+mod docker;
 mod host;
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 pub use confined::{find_bwrap, ConfinedSandbox, BWRAP_PACKAGE};
+pub use docker::{docker_host, DockerMount, DockerSandbox, DockerSettings};
 
 use super::child_env::ChildEnv;
 use super::process::ProcessGroups;
@@ -60,6 +63,7 @@ pub struct ExecOutput {
 }
 
 pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<ExecOutput, String>> + Send + 'a>>;
+pub type SandboxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A place commands run. `Err` means the command could not be started at all.
 pub trait Sandbox: Send + Sync + Debug {
@@ -70,6 +74,20 @@ pub trait Sandbox: Send + Sync + Debug {
         None
     }
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a>;
+    /// Makes the sandbox ready before the first model call (reach a daemon, pull an image);
+    /// `Err` is the one line that fails the run.
+    fn start(&self) -> SandboxFuture<'_, Result<(), String>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Removes whatever the sandbox created; called on every exit path of a run.
+    fn stop(&self) -> SandboxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+    /// The sandbox one sub-agent's commands run in, when it is not this one; dropping it
+    /// releases what it holds.
+    fn for_task(&self, _task_id: &str) -> Option<Arc<dyn Sandbox>> {
+        None
+    }
 }
 
 /// bash on the host, unconfined, in its own session (contract §6).

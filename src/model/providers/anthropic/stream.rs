@@ -295,21 +295,23 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
     }
 }
 
-/// `input_tokens` counts every prompt token: Anthropic reports the cached and the
-/// cache-writing parts separately from the uncached rest.
+/// `input_tokens` counts every prompt token (contract §3): Anthropic reports the cached
+/// and the cache-writing parts separately from the uncached rest.
 fn convert_usage(usage: &WireUsage) -> Usage {
     let read = usage.cache_read_input_tokens;
+    let write = usage.cache_creation_input_tokens;
     let input = usage
         .input_tokens
         .unwrap_or(0)
         .saturating_add(read.unwrap_or(0))
-        .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0));
+        .saturating_add(write.unwrap_or(0));
     let output = usage.output_tokens.unwrap_or(0);
     Usage {
         input_tokens: input,
         output_tokens: output,
         total_tokens: input.saturating_add(output),
         cache_read_tokens: read,
+        cache_write_tokens: write,
     }
 }
 
@@ -370,9 +372,75 @@ mod tests {
                 input_tokens: 2112,
                 output_tokens: 57,
                 total_tokens: 2169,
-                cache_read_tokens: Some(2000)
+                cache_read_tokens: Some(2000),
+                cache_write_tokens: Some(100)
             })
         );
+    }
+
+    #[tokio::test]
+    async fn recorded_cache_hit_counts_every_prompt_token() {
+        let r = parse(capture!("anthropic/cache_read.sse")).await.unwrap();
+        assert_eq!(r.text.as_deref(), Some("Goodbye."));
+        assert_eq!(r.finish_reason.as_deref(), Some("end_turn"));
+        // 3 uncached + 1217 read + 0 written (the fixtures' README).
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                input_tokens: 1220,
+                output_tokens: 6,
+                total_tokens: 1226,
+                cache_read_tokens: Some(1217),
+                cache_write_tokens: Some(0)
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn recorded_max_tokens_stop_keeps_the_cut_text() {
+        let r = parse(capture!("anthropic/max_tokens.sse")).await.unwrap();
+        let text = r.text.clone().unwrap();
+        assert!(
+            text.starts_with("Here are all 50 U.S. states in alphabetical order:\n\n1. Alabama"),
+            "{text}"
+        );
+        assert!(text.ends_with("8. Delaware\n9"), "{text}");
+        assert_eq!(r.finish_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(r.stop_kind(), crate::model::StopKind::OutputLimit);
+        assert!(r.tool_calls.is_empty());
+        let u = r.usage.unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (15, 50));
+    }
+
+    /// A `tool_use` whose input the output limit cut: the call keeps the raw text as
+    /// invalid arguments, so the agent loop answers it with the cut-off error.
+    #[tokio::test]
+    async fn a_tool_use_cut_at_max_tokens_has_invalid_arguments() {
+        let cut = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_W\",\"name\":\"write_file\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"a.txt\\\", \\\"content\\\": \\\"lo\"}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":64}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let r = parse(cut).await.unwrap();
+        assert_eq!(r.stop_kind(), crate::model::StopKind::OutputLimit);
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(
+            r.tool_calls[0].invalid_arguments.as_deref(),
+            Some(r#"{"path": "a.txt", "content": "lo"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_stop_is_a_content_filter_stop() {
+        let text = TWO_TOOLS.replace(
+            "\"stop_reason\":\"tool_use\"",
+            "\"stop_reason\":\"refusal\"",
+        );
+        let r = parse(&text).await.unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("refusal"));
+        assert_eq!(r.stop_kind(), crate::model::StopKind::ContentFilter);
     }
 
     #[tokio::test]
@@ -430,7 +498,8 @@ mod tests {
                 input_tokens: 7,
                 output_tokens: 3,
                 total_tokens: 10,
-                cache_read_tokens: None
+                cache_read_tokens: None,
+                cache_write_tokens: None
             })
         );
     }
@@ -500,7 +569,8 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 4,
                 total_tokens: 14,
-                cache_read_tokens: Some(0)
+                cache_read_tokens: Some(0),
+                cache_write_tokens: None
             })
         );
         let err = http::parse_json_answer::<AnthropicAssembler>(

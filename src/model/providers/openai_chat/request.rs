@@ -46,8 +46,9 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
 }
 
 /// OpenAI's `o1`…`o4` and `gpt-5` families (also behind a gateway's `vendor/` prefix), or
-/// any model configured with a `reasoning_effort`.
-fn is_reasoning_model(settings: &HttpSettings) -> bool {
+/// any model configured with a `reasoning_effort`. The Responses API client applies the
+/// same rule.
+pub fn is_reasoning_model(settings: &HttpSettings) -> bool {
     if settings.reasoning_effort.is_some() {
         return true;
     }

@@ -182,7 +182,15 @@ impl OpenAiAssembler {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let message = json_error_message(&json!({ "error": error }))
                 .unwrap_or_else(|| "error event".into());
-            return Err(stream_error(PROVIDER, message));
+            // An error after the finish_reason restates why the answer ended (OpenRouter
+            // sends "Token limit reached" after `length`, with the usage): the answer is
+            // whole, and its stop reason says what happened.
+            if self.finish_reason.is_none() {
+                return Err(stream_error(PROVIDER, message));
+            }
+            crate::logging::debug(&format!(
+                "{PROVIDER}: error chunk after the finish_reason, kept as the end: {message}"
+            ));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(convert_usage(&usage));
@@ -319,6 +327,7 @@ mod tests {
             output_tokens: output,
             total_tokens: total,
             cache_read_tokens: cached,
+            cache_write_tokens: None,
         })
     }
 
@@ -548,6 +557,84 @@ mod tests {
                     \"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         let r = parse(text).await.unwrap();
         assert_eq!(r.usage, usage(3, 2, 5, None));
+    }
+
+    /// The recorded OpenRouter stream: reasoning, `length` twice, then an in-band error
+    /// chunk carrying the usage (the fixtures' README).
+    #[tokio::test]
+    async fn an_error_chunk_after_the_finish_reason_keeps_the_answer() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/openrouter/length_then_inline_error.sse"
+        ));
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.stop_kind(), crate::model::StopKind::OutputLimit);
+        assert_eq!(r.text, None);
+        assert_eq!(
+            r.reasoning.text.as_deref(),
+            Some("We need to respond to a greeting. The user")
+        );
+        assert_eq!(r.usage, usage(43, 10, 53, Some(0)));
+        // Before any finish_reason the same chunk is the stream's failure.
+        let cut = text.find("\"finish_reason\":\"length\"").unwrap();
+        let start = text[..cut].rfind("data: ").unwrap();
+        let error = text.rfind("data: {\"id\"").unwrap();
+        let early = format!("{}{}", &text[..start], &text[error..]);
+        match parse(&early).await {
+            Err(ModelError::Stream { message, .. }) => {
+                assert!(message.contains("Token limit reached"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The recorded stream of a server that spent the whole output limit on reasoning.
+    #[tokio::test]
+    async fn a_length_stop_with_only_hidden_reasoning() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/openai/chat_length_all_reasoning.sse"
+        ));
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.text, None);
+        assert!(r.tool_calls.is_empty());
+        assert_eq!(
+            r.usage.map(|u| (u.input_tokens, u.output_tokens)),
+            Some((13, 50))
+        );
+    }
+
+    /// vLLM's recorded `length` stop: no usage chunk, the extra `stop_reason` ignored.
+    #[tokio::test]
+    async fn a_vllm_length_stop_keeps_its_text() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/vllm/chat_length.sse"
+        ));
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.stop_kind(), crate::model::StopKind::OutputLimit);
+        assert!(!r.text.unwrap_or_default().is_empty());
+        assert_eq!(r.usage, None);
+    }
+
+    /// Azure's recorded tool call: the filter annotations are no stop, the call is whole.
+    #[tokio::test]
+    async fn azure_filter_results_are_no_safety_stop() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/providers/azure-openai/chat_tool_call_filter_results.sse"
+        ));
+        let r = parse(text).await.unwrap();
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(r.stop_kind(), crate::model::StopKind::Normal);
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].id, "call_A6XpaIHt5uNwiDqVxyvKoXMa");
+        assert_eq!(r.tool_calls[0].name, "get_current_temperature");
+        assert_eq!(r.tool_calls[0].arguments, json!({"city": "San Francisco"}));
+        assert_eq!(r.usage, usage(66, 17, 83, Some(0)));
     }
 
     #[tokio::test]
