@@ -72,6 +72,34 @@ pub fn is_ollama(use_: &str) -> bool {
     use_.trim().ends_with(":ChatOllama")
 }
 
+/// Where a DeerFlow class that is served by another provider's row talks to by default: its
+/// own service, key and variables, as its LangChain package has them. Without this its
+/// entries would get the row's (OpenAI's) URL and key, and send the service's key to OpenAI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassEndpoint {
+    pub key_var: &'static str,
+    pub url_var: &'static str,
+    pub default_url: &'static str,
+    /// A base URL on this host needs a key, like the provider rows' hosted APIs.
+    pub hosted: &'static str,
+}
+
+/// langchain_deepseek's `ChatDeepSeek` (and its subclasses, DeerFlow's
+/// `PatchedChatDeepSeek`) reads `$DEEPSEEK_API_KEY` and `$DEEPSEEK_API_BASE`, default
+/// DeepSeek's API.
+const DEEPSEEK: ClassEndpoint = ClassEndpoint {
+    key_var: "DEEPSEEK_API_KEY",
+    url_var: "DEEPSEEK_API_BASE",
+    default_url: "https://api.deepseek.com/v1",
+    hosted: "api.deepseek.com",
+};
+
+/// The class's own default endpoint, for a class path that has one.
+pub fn class_endpoint(use_: &str) -> Option<ClassEndpoint> {
+    let (module, class) = use_.trim().rsplit_once(':')?;
+    (module.starts_with("langchain_deepseek") || class.contains("DeepSeek")).then_some(DEEPSEEK)
+}
+
 /// The sandboxes deerflow has: DeerFlow's local provider is `local`, its container
 /// provider (`AioSandboxProvider`) is `docker`; `confined` is deerflow's own (bubblewrap).
 pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
@@ -130,6 +158,32 @@ mod tests {
         }
         assert!(is_ollama("langchain_ollama:ChatOllama"));
         assert!(!is_ollama("openai"));
+    }
+
+    #[test]
+    fn deepseek_classes_have_deepseeks_endpoint() {
+        for use_ in [
+            "langchain_deepseek:ChatDeepSeek",
+            "deerflow.models.patched_deepseek:PatchedChatDeepSeek",
+        ] {
+            let c = class_endpoint(use_).unwrap_or_else(|| panic!("{use_}"));
+            assert_eq!(
+                (c.key_var, c.url_var, c.default_url),
+                (
+                    "DEEPSEEK_API_KEY",
+                    "DEEPSEEK_API_BASE",
+                    "https://api.deepseek.com/v1"
+                )
+            );
+        }
+        for use_ in [
+            "openai",
+            "deepseek",
+            "langchain_openai:ChatOpenAI",
+            "deerflow.models.patched_mimo:PatchedChatMiMo",
+        ] {
+            assert_eq!(class_endpoint(use_), None, "{use_}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::deerflow::{is_ollama, unsupported};
+use super::deerflow::{class_endpoint, is_ollama, unsupported};
 use super::env::{expand, unset_message, var_name, Env};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
@@ -236,10 +236,14 @@ fn entry_http(
         }
     };
     let ollama = is_ollama(&m.use_);
-    let base = match &m.base_url {
-        Some(raw) => field(raw, at, "base_url", env)?,
-        None if ollama => OLLAMA_URL.to_string(),
-        None => env
+    let own = class_endpoint(&m.use_);
+    let base = match (&m.base_url, own) {
+        (Some(raw), _) => field(raw, at, "base_url", env)?,
+        (None, _) if ollama => OLLAMA_URL.to_string(),
+        (None, Some(own)) => env
+            .get(own.url_var)
+            .unwrap_or_else(|| own.default_url.to_string()),
+        (None, None) => env
             .get(endpoint.url_var)
             .unwrap_or_else(|| endpoint.default_url.to_string()),
     };
@@ -251,14 +255,18 @@ fn entry_http(
     let key = match &m.api_key {
         // An empty key is no key (a blanked-out template value).
         Some(raw) => Some(field(raw, at, "api_key", env)?).filter(|k| !k.trim().is_empty()),
-        None => env_key(endpoint, env),
+        None => match own {
+            Some(own) => env.get(own.key_var),
+            None => env_key(endpoint, env),
+        },
     };
     check_key(key.as_deref(), &format!("{at}.api_key"))?;
-    if key.is_none() && providers.needs_key(&base) {
+    let own_hosted = own.is_some_and(|o| base.contains(&format!("://{}", o.hosted)));
+    if key.is_none() && (providers.needs_key(&base) || own_hosted) {
         return Err(ConfigError::MissingSecret(format!(
             "{at} ('{}') needs an API key: set api_key in the config or {}",
             m.name,
-            key_var(endpoint)
+            own.map_or_else(|| key_var(endpoint), |o| o.key_var)
         )));
     }
     let mut http = HttpSettings::new(model, base, key);

@@ -146,6 +146,66 @@ fn configured_entries() {
     assert_eq!(shadow.model, "c.json");
 }
 
+/// DeepSeek's classes without a base URL go to DeepSeek (langchain_deepseek's variables),
+/// never to OpenAI's URL with OpenAI's key; with one, the entry's own is used.
+#[test]
+fn deepseek_classes_default_to_deepseeks_api() {
+    let text = "models:\n\
+      - {name: ds, use: deerflow.models.patched_deepseek:PatchedChatDeepSeek, model: deepseek-v4-pro}\n\
+      - {name: lc, use: langchain_deepseek:ChatDeepSeek, model: deepseek-chat, api_key: $DF_T_DS}\n\
+      - {name: ark, use: deerflow.models.patched_deepseek:PatchedChatDeepSeek, model: glm, api_base: 'https://ark.example/api/v3', api_key: $DF_T_DS}\n";
+    let openai = [
+        ("OPENAI_API_KEY", "sk-openai"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+        ("DF_T_DS", SECRET),
+    ];
+    let (_d, l) = loaded(text, &Env::from_pairs(openai));
+    let http = |name: &str, env: &Env| {
+        resolve_model_with(&l, name, Path::new("/"), env).map(|m| m.http.unwrap())
+    };
+    let env = Env::from_pairs(
+        openai
+            .iter()
+            .copied()
+            .chain([("DEEPSEEK_API_KEY", "sk-ds")]),
+    );
+    let ds = http("ds", &env).unwrap();
+    assert_eq!(
+        (ds.base_url.as_str(), ds.api_key.as_deref()),
+        ("https://api.deepseek.com/v1", Some("sk-ds"))
+    );
+    let lc = http("lc", &env).unwrap();
+    assert_eq!(
+        (lc.base_url.as_str(), lc.api_key.as_deref()),
+        ("https://api.deepseek.com/v1", Some(SECRET))
+    );
+    let ark = http("ark", &env).unwrap();
+    assert_eq!(ark.base_url, "https://ark.example/api/v3");
+    let moved = Env::from_pairs([
+        ("DEEPSEEK_API_BASE", "http://127.0.0.1:2/v1/"),
+        ("DF_T_DS", SECRET),
+    ]);
+    assert_eq!(
+        http("lc", &moved).unwrap().base_url,
+        "http://127.0.0.1:2/v1"
+    );
+    // DeepSeek's API without DeepSeek's key: the error names its variable, not OpenAI's.
+    let e = err(resolve_model_with(
+        &l,
+        "ds",
+        Path::new("/"),
+        &Env::from_pairs(openai),
+    ));
+    assert!(matches!(e, ConfigError::MissingSecret(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "config error: models[0] ('ds') needs an API key: set api_key in the config or DEEPSEEK_API_KEY"
+    );
+    // A local DeepSeek-compatible server needs none.
+    let local = Env::from_pairs([("DEEPSEEK_API_BASE", "http://127.0.0.1:2/v1")]);
+    assert_eq!(http("ds", &local).unwrap().api_key, None);
+}
+
 #[test]
 fn unset_var_names_key_and_var_but_not_secrets() {
     let text = "models:\n - {name: a, model: m, api_key: literal-secret}\n - {name: b, model: m, api_key: $DF_T_UNSET_KEY}\n";

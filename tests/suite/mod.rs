@@ -5,6 +5,7 @@ mod architecture;
 mod commands_cli;
 mod config_cli;
 mod context;
+mod deerflow_examples;
 mod examples;
 mod gemini_http;
 mod generated_docs;
