@@ -311,6 +311,34 @@ async fn a_slow_first_byte_is_bounded_by_the_request_timeout_not_the_idle_timeou
     assert_eq!(out.completed()["final_message"], "thought about it");
 }
 
+/// llama.cpp closes its connection after each streamed answer; the next model call of the
+/// run finds its pooled connection closed. That request is sent again at once on a new
+/// connection: no `model_retry` warning, no retry counted, no backoff (§12).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pooled_connection_the_server_closed_is_resent_silently() {
+    use super::openai_http::{config, run};
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    server.close_reused_connections();
+    server.push_reply(Reply::tool_calls(vec![("c1", "ls", json!({}))]).usage(5, 5));
+    server.push_reply(Reply::text("listed").usage(5, 5));
+    let ws = workspace();
+    let cfg = config(ws.path(), "openai", &server.url(), "");
+    let out = run(&cfg, ws.path(), "list").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "listed");
+    let warnings = out.of_type("warning");
+    assert!(
+        warnings.iter().all(|w| w["code"] != "model_retry"),
+        "{warnings:?}"
+    );
+    // The first call, the second on the closed connection, the second again.
+    assert_eq!(server.closed_unanswered(), 1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].raw_body, requests[2].raw_body);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bash_never_sees_a_credential() {
     let ws = workspace();
