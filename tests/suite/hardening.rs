@@ -354,6 +354,63 @@ async fn a_pooled_connection_the_server_closed_is_resent_silently() {
     assert_eq!(server.request_count(), 3 + closed);
 }
 
+/// With no config, `--set models[0].KEY=VALUE` edits the model `-m PROVIDER:NAME` names;
+/// with a config that has no entry for it, the run says the `--set` missed it.
+#[tokio::test(flavor = "multi_thread")]
+async fn set_on_models_0_reaches_the_model_named_by_provider() {
+    use super::openai_http::config;
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("cold").usage(3, 2));
+    server.push_reply(Reply::text("configured").usage(3, 2));
+    let ws = workspace();
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        a.extend(
+            [
+                "run",
+                "--json",
+                "-m",
+                "openai:m1",
+                "--set",
+                "models[0].temperature=0",
+                "hi",
+            ]
+            .map(String::from),
+        );
+        a
+    };
+    let out = deerflow(args(&[]))
+        .cwd(ws.path())
+        .env("OPENAI_BASE_URL", &server.url())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "cold");
+    let body = &server.requests()[0].body;
+    assert_eq!(body["model"], "m1");
+    assert_eq!(body["temperature"], 0.0, "{body}");
+    assert!(out.of_type("warning").is_empty(), "{}", out.stdout);
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "openai", &server.url(), "");
+    let out = deerflow(args(&["-c", cfg.to_str().unwrap()]))
+        .cwd(ws.path())
+        .env("OPENAI_BASE_URL", &server.url())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let body = &server.requests()[1].body;
+    assert!(body.get("temperature").is_none(), "{body}");
+    let warning = out.first("warning");
+    assert_eq!(warning["code"], "config_ignored");
+    let text = warning["message"].as_str().unwrap();
+    assert!(
+        text.contains("--set models[0].temperature") && text.contains("'openai:m1'"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bash_never_sees_a_credential() {
     let ws = workspace();
