@@ -296,10 +296,10 @@ impl StreamCall<'_> {
             // unannounced and not counted as a retry (§12). Only once per attempt, so a
             // server that closes every connection still fails like any other.
             Err(e) if closed_before_answer(&e) => {
+                // No error text: it carries the URL, which may hold credentials.
                 crate::logging::debug(&format!(
-                    "{}: {}; sending again on a new connection",
-                    self.provider,
-                    root_causes(&e)
+                    "{}: the connection closed before an answer; sending again on a new one",
+                    self.provider
                 ));
                 let fresh = fresh_client(self.settings, self.provider)?;
                 self.request(&fresh)
