@@ -19,6 +19,7 @@ pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
         cwd,
         providers: crate::model::registry::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     }) {
         Ok(l) => l,
         Err(e) => return config_error(&e),

@@ -18,6 +18,7 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
         cwd,
         providers: crate::model::registry::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     if let ConfigAction::Check { json } = action {
         return check(&opts, json);

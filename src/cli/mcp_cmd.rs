@@ -19,6 +19,7 @@ pub async fn list(config_path: Option<PathBuf>, mcp_configs: Vec<PathBuf>, as_js
         sets: Vec::new(),
         cwd: cwd.clone(),
         mcp_configs,
+        model: None,
         providers: crate::model::registry::providers(),
     }) {
         Ok(l) => l,

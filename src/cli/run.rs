@@ -51,6 +51,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         cwd: cwd.clone(),
         providers: registry::providers(),
         mcp_configs: args.mcp_config.clone(),
+        model: args.model.clone(),
     })?;
     let cfg = &loaded.config;
     let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);

@@ -31,6 +31,10 @@ pub struct LoadOptions {
     pub providers: Providers,
     /// `--mcp-config FILE`s, in order (later files win per server name).
     pub mcp_configs: Vec<PathBuf>,
+    /// `--model`, for a command that has it (else `$DEERFLOW_MODEL` is the choice): with no
+    /// configured models, `--set models[0].…` edits the model a `PROVIDER:NAME` choice
+    /// stands for (`spec_entry`).
+    pub model: Option<String>,
 }
 
 /// The effective configuration and where it came from.
@@ -94,6 +98,12 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         .and_then(Path::parent)
         .map_or_else(|| opts.cwd.clone(), Path::to_path_buf);
     let mut root = parse_root(text.as_deref(), source.as_deref())?;
+    let choice = spec_choice(opts, env);
+    let model_sets: Vec<&SetOverride> = opts.sets.iter().filter(|s| edits_a_model(s)).collect();
+    let synthesized = match &choice {
+        Some(spec) if !model_sets.is_empty() => spec_entry(&mut root, spec, opts),
+        _ => false,
+    };
     for set in &opts.sets {
         apply_set(&mut root, set).map_err(|m| ConfigError::Invalid { problems: vec![m] })?;
     }
@@ -105,6 +115,11 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         m.provider = provider_of(&m.use_, &opts.providers);
     }
     let mut warnings = Vec::new();
+    if let Some(spec) = choice.filter(|_| !synthesized && !model_sets.is_empty()) {
+        if !config.models.iter().any(|m| m.name == spec) {
+            warnings.push(sets_miss_the_model(&model_sets, &spec));
+        }
+    }
     validate(&mut config, &mut problems, &mut warnings);
     let mut mcp_problems = Vec::new();
     let mcp_files = extensions_file(&base_dir, &opts.cwd, env)
@@ -155,6 +170,88 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
         mcp,
         mcp_secrets,
     })
+}
+
+/// The run's model when it is a `PROVIDER:NAME` spec: `--model`, else `$DEERFLOW_MODEL`
+/// (a configured name is no spec, and is checked against the entries later).
+fn spec_choice(opts: &LoadOptions, env: &Env) -> Option<String> {
+    let choice = opts
+        .model
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(String::from)
+        .or_else(|| env.get("DEERFLOW_MODEL").map(|m| m.trim().to_string()))?;
+    let (provider, name) = choice.split_once(':')?;
+    (opts.providers.by_name(provider).is_some() && !name.trim().is_empty()).then_some(choice)
+}
+
+/// `models.N.…`: a `--set` that edits one model entry.
+fn edits_a_model(set: &SetOverride) -> bool {
+    matches!(set.path.as_slice(), [models, index, ..]
+        if models == "models" && index.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// With no configured models, `--model PROVIDER:NAME` stands for an entry
+/// `{name: PROVIDER:NAME, use: PROVIDER, model: NAME}` (a replay cassette relative to the
+/// current directory), its endpoint and key from the environment as without one. It is
+/// written into the tree as `models[0]` so that `--set models[0].KEY=VALUE` edits it; only
+/// then, so a run without such a `--set` is untouched. Whether it was written.
+fn spec_entry(root: &mut Value, spec: &str, opts: &LoadOptions) -> bool {
+    let Value::Mapping(map) = root else {
+        return false;
+    };
+    let configured = match map.get("models") {
+        None | Some(Value::Null) => false,
+        Some(Value::Sequence(items)) => !items.is_empty(),
+        Some(_) => true,
+    };
+    let (Some((provider, name)), false) = (spec.split_once(':'), configured) else {
+        return false;
+    };
+    let Some(row) = opts.providers.by_name(provider) else {
+        return false;
+    };
+    let mut entry = Mapping::new();
+    entry.insert("name".into(), spec.into());
+    entry.insert("use".into(), row.name.into());
+    if row.endpoint.is_some() {
+        entry.insert("model".into(), name.into());
+    } else {
+        let Some(path) = opts.cwd.join(name).to_str().map(String::from) else {
+            return false;
+        };
+        entry.insert("cassette".into(), path.into());
+    }
+    map.insert(
+        "models".into(),
+        Value::Sequence(vec![Value::Mapping(entry)]),
+    );
+    true
+}
+
+/// The note for `--set models[N].…` when the run's model is a `PROVIDER:NAME` the config
+/// has no entry for: the sets edit configured entries, which the run's model is not.
+fn sets_miss_the_model(sets: &[&SetOverride], spec: &str) -> String {
+    let keys: Vec<String> = sets
+        .iter()
+        .map(|s| {
+            let mut path = s.path.iter();
+            let head = match (path.next(), path.next()) {
+                (Some(m), Some(i)) => format!("{m}[{i}]"),
+                _ => String::new(),
+            };
+            std::iter::once(head)
+                .chain(path.cloned())
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+        .collect();
+    format!(
+        "--set {} edits the configured models, not this run's model '{spec}', which has no \
+         entry in the config; add a models: entry named '{spec}' to set its keys",
+        keys.join(", ")
+    )
 }
 
 /// A path from the file: `~/…` is under `$HOME`, a relative one under the file's directory.

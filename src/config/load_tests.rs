@@ -23,6 +23,7 @@ fn opts(dir: &Path, explicit: Option<PathBuf>, sets: &[&str]) -> LoadOptions {
         cwd: dir.to_path_buf(),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     }
 }
 
@@ -257,6 +258,74 @@ fn set_works_without_a_file() {
     assert!(loaded.source.is_none());
     assert!(loaded.config.sandbox.allow_host_bash);
     assert_eq!(loaded.base_dir, dir.path());
+}
+
+/// With no configured models, `--set models[0].…` edits the entry `--model PROVIDER:NAME`
+/// stands for; without such a `--set` nothing is synthesized.
+#[test]
+fn set_on_models_0_reaches_a_spec_model_without_a_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::from_pairs([
+        ("HOME", dir.path().to_str().unwrap()),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+    ]);
+    let mut o = opts(dir.path(), None, &["models[0].temperature=0"]);
+    o.model = Some("openai:foo".into());
+    let loaded = load_with(&o, &env).unwrap();
+    let m = &loaded.config.models;
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].name, "openai:foo");
+    assert_eq!(m[0].temperature, Some(0.0));
+    let r = crate::config::resolve_model_with(&loaded, "openai:foo", dir.path(), &env).unwrap();
+    let http = r.http.unwrap();
+    assert_eq!(
+        (r.name.as_str(), http.model.as_str()),
+        ("openai:foo", "foo")
+    );
+    assert_eq!(http.temperature, Some(0.0));
+    assert_eq!(http.base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(http.max_retries, 3);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+    // $DEERFLOW_MODEL is the choice when there is no flag; an empty `models:` is none.
+    let env2 = Env::from_pairs([("DEERFLOW_MODEL", "anthropic:c")]);
+    let loaded = load_text("models: []\n", &["models.0.max_tokens=77"], &env2).unwrap();
+    assert_eq!(loaded.config.models[0].name, "anthropic:c");
+    assert_eq!(loaded.config.models[0].max_tokens, Some(77));
+
+    // No --set on a model: nothing synthesized.
+    let mut o = opts(dir.path(), None, &["sandbox.allow_host_bash=true"]);
+    o.model = Some("openai:foo".into());
+    assert!(load_with(&o, &env).unwrap().config.models.is_empty());
+}
+
+/// With configured models, `--set models[0].…` edits `models[0]`; when the run's model is a
+/// `PROVIDER:NAME` with no entry, a warning says the set does not reach it.
+#[test]
+fn set_on_a_configured_model_warns_when_the_run_uses_a_spec() {
+    let text = "models: [{name: a, use: openai, model: x}]\n";
+    let env = Env::from_pairs([("DEERFLOW_MODEL", "openai:foo")]);
+    let loaded = load_text(text, &["models[0].temperature=0"], &env).unwrap();
+    assert_eq!(loaded.config.models.len(), 1);
+    assert_eq!(loaded.config.models[0].temperature, Some(0.0));
+    let [w] = loaded.warnings.as_slice() else {
+        panic!("{:?}", loaded.warnings)
+    };
+    assert!(
+        w.contains("--set models[0].temperature") && w.contains("'openai:foo'"),
+        "{w}"
+    );
+    // A configured name, or a spec the config has an entry for: no warning.
+    for choice in ["a", "openai:x"] {
+        let env = Env::from_pairs([("DEERFLOW_MODEL", choice)]);
+        let text = "models: [{name: a, use: openai, model: x}, {name: \"openai:x\", use: openai, model: x}]\n";
+        let loaded = load_text(text, &["models[0].temperature=0"], &env).unwrap();
+        assert!(
+            loaded.warnings.is_empty(),
+            "{choice}: {:?}",
+            loaded.warnings
+        );
+    }
 }
 
 #[test]

@@ -16,6 +16,7 @@ fn loaded(text: &str, env: &Env) -> (tempfile::TempDir, LoadedConfig) {
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     let l = load_with(&opts, env).unwrap();
     (dir, l)
@@ -29,6 +30,7 @@ fn no_config() -> LoadedConfig {
         cwd: dir.join("deerflow-no-such-dir"),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     load_with(&opts, &Env::empty()).unwrap()
 }
@@ -337,6 +339,7 @@ fn set_can_pick_the_model_entry_fields() {
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     let l = load_with(&opts, &Env::empty()).unwrap();
     assert_eq!(

@@ -15,6 +15,7 @@ fn opts_for(text: &str) -> (tempfile::TempDir, LoadOptions) {
         cwd: dir.path().to_path_buf(),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     (dir, opts)
 }
@@ -125,6 +126,7 @@ fn show_without_a_file() {
         cwd: PathBuf::from(dir.path()),
         providers: crate::config::testing::providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     let loaded = load_with(&opts, &Env::empty()).unwrap();
     assert!(show_yaml(&loaded).starts_with("# no config file"));

@@ -150,14 +150,38 @@ pub fn build_client(
     settings: &HttpSettings,
     provider: &str,
 ) -> Result<reqwest::Client, ModelError> {
+    client_builder(settings)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build()
+        .map_err(|e| client_error(provider, &e))
+}
+
+/// How long an idle connection stays in the pool. Under the 5 s keep-alive of llama.cpp
+/// (cpp-httplib), uvicorn (vLLM) and Node, so deerflow drops an idle connection before those
+/// servers close it rather than racing their close; a new connection after a longer pause
+/// costs a handshake, nothing next to a model call.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// A client that never reuses a connection, for the one resend after a pooled connection
+/// turned out closed: it must not be handed another stale one from the pool.
+fn fresh_client(settings: &HttpSettings, provider: &str) -> Result<reqwest::Client, ModelError> {
+    client_builder(settings)
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| client_error(provider, &e))
+}
+
+fn client_builder(settings: &HttpSettings) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .connect_timeout(settings.connect_timeout)
         .redirect(same_origin_redirects())
-        .build()
-        .map_err(|e| ModelError::Connect {
-            provider: provider.to_string(),
-            message: format!("cannot set up the HTTP client: {}", error_chain(&e)),
-        })
+}
+
+fn client_error(provider: &str, err: &reqwest::Error) -> ModelError {
+    ModelError::Connect {
+        provider: provider.to_string(),
+        message: format!("cannot set up the HTTP client: {}", error_chain(err)),
+    }
 }
 
 /// Redirects are followed only within the origin (scheme, host, port) of the request: the
@@ -261,18 +285,42 @@ impl StreamCall<'_> {
 
     /// Sends the request and returns the response once its status is a success.
     async fn send(&self) -> Result<reqwest::Response, ModelError> {
-        let mut request = self.client.post(&self.url).body(self.body.clone());
-        for (name, value) in &self.headers {
-            request = request.header(*name, value);
-        }
         // No idle bound before the first byte: a local server may think about a long prompt
         // for minutes; the whole-request timeout governs until the response starts (§12).
         let idle = self.settings.stream_idle_timeout;
-        let response = request.send().await.map_err(|e| self.send_error(&e))?;
+        let response = match self.request(self.client).send().await {
+            Ok(response) => response,
+            // A pooled connection the server had closed while it sat idle (llama.cpp closes
+            // after every streamed answer, others after their keep-alive timeout): no byte
+            // of an answer came, so the request goes again at once on a new connection,
+            // unannounced and not counted as a retry (§12). Only once per attempt, so a
+            // server that closes every connection still fails like any other.
+            Err(e) if closed_before_answer(&e) => {
+                // No error text: it carries the URL, which may hold credentials.
+                crate::logging::debug(&format!(
+                    "{}: the connection closed before an answer; sending again on a new one",
+                    self.provider
+                ));
+                let fresh = fresh_client(self.settings, self.provider)?;
+                self.request(&fresh)
+                    .send()
+                    .await
+                    .map_err(|e| self.send_error(&e))?
+            }
+            Err(e) => return Err(self.send_error(&e)),
+        };
         if response.status().is_success() {
             return Ok(response);
         }
         Err(http_error(self.provider, response, idle).await)
+    }
+
+    fn request(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
+        let mut request = client.post(&self.url).body(self.body.clone());
+        for (name, value) in &self.headers {
+            request = request.header(*name, value);
+        }
+        request
     }
 
     /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout,
@@ -297,6 +345,31 @@ impl StreamCall<'_> {
             message,
         }
     }
+}
+
+/// Whether a request failed as one sent on a connection the server had already closed
+/// fails: the connection was there (no connect error), but it ended before any byte of a
+/// response — hyper's "connection closed before message completed", a reset, a broken pipe.
+fn closed_before_answer(err: &reqwest::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    if err.is_connect() || err.is_timeout() || err.is_redirect() || err.is_builder() {
+        return false;
+    }
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted) {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The first error of type `E` in `err`'s source chain.
@@ -412,6 +485,7 @@ async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn formats_seconds_and_endpoints() {
@@ -473,5 +547,170 @@ mod tests {
         .await;
         assert_eq!(result, Ok(Flow::Continue));
         assert_eq!(seen, ["answer"]);
+    }
+
+    /// A whole JSON answer is enough to see which requests were made.
+    #[derive(Default)]
+    struct JsonOnly;
+
+    impl Assembler for JsonOnly {
+        fn on_event(&mut self, _: &Event) -> Result<Flow, ModelError> {
+            Ok(Flow::Continue)
+        }
+        fn finish(self, _: Flow) -> Result<ModelResponse, ModelError> {
+            Ok(ModelResponse::default())
+        }
+        fn from_json(value: &Value) -> Result<ModelResponse, ModelError> {
+            Ok(ModelResponse {
+                text: value["text"].as_str().map(String::from),
+                ..ModelResponse::default()
+            })
+        }
+        fn kept_bytes(&self) -> usize {
+            0
+        }
+    }
+
+    /// What a test server does with the `n`th request (0-based) of one connection.
+    #[derive(Clone, Copy)]
+    enum OnRequest {
+        Answer,
+        Close,
+    }
+
+    /// A keep-alive HTTP/1.1 server: `plan(n)` for the `n`th request of each connection.
+    /// Returns its address, the count of requests it read and of those it closed on.
+    async fn keep_alive_server(
+        plan: fn(usize) -> OnRequest,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let closed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (count, closes) = (seen.clone(), closed.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let (count, closes) = (count.clone(), closes.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    for n in 0.. {
+                        // Every test request has a body `{}` behind its head.
+                        loop {
+                            if let Some(end) = buf.windows(6).position(|w| w == b"\r\n\r\n{}") {
+                                buf.drain(..end + 6);
+                                break;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                            }
+                        }
+                        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        match plan(n) {
+                            OnRequest::Close => {
+                                closes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                return;
+                            }
+                            OnRequest::Answer => {
+                                let body = r#"{"text":"ok"}"#;
+                                let reply = format!(
+                                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                                     content-length: {}\r\n\r\n{body}",
+                                    body.len()
+                                );
+                                if conn.write_all(reply.as_bytes()).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, seen, closed)
+    }
+
+    fn recording() -> (
+        CallContext,
+        Arc<std::sync::Mutex<Vec<super::super::RetryNotice>>>,
+    ) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let mut ctx = CallContext::new(tokio_util::sync::CancellationToken::new());
+        ctx.on_retry = Arc::new(move |n| sink.lock().unwrap().push(n));
+        (ctx, seen)
+    }
+
+    async fn call(
+        client: &reqwest::Client,
+        settings: &HttpSettings,
+        url: &str,
+        ctx: &CallContext,
+    ) -> Result<ModelResponse, ModelError> {
+        StreamCall {
+            client,
+            settings,
+            provider: "openai",
+            url: url.to_string(),
+            headers: Vec::new(),
+            body: b"{}".to_vec(),
+        }
+        .run::<JsonOnly>(ctx)
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_closed_by_the_server_is_resent_silently() {
+        // Answers the first request of a connection, then closes it when the next one comes:
+        // what a client sees when it reuses a connection llama.cpp closed after an answer.
+        let (url, seen, closed) = keep_alive_server(|n| match n {
+            0 => OnRequest::Answer,
+            _ => OnRequest::Close,
+        })
+        .await;
+        let mut settings = HttpSettings::new("m", "http://unused", None);
+        settings.max_retries = 0;
+        let client = build_client(&settings, "openai").unwrap();
+        let (ctx, notices) = recording();
+        for _ in 0..3 {
+            let response = call(&client, &settings, &url, &ctx).await;
+            assert_eq!(response.unwrap().text.as_deref(), Some("ok"));
+            // The client puts an answered connection back in its pool in the background.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(notices.lock().unwrap().is_empty(), "no retry is announced");
+        // Call 1 is answered on connection A; call 2 meets A closed and goes again on B,
+        // which is never pooled; call 3 finds the pool empty, so a new connection answers.
+        let closed = closed.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(closed >= 1, "no call reused a pooled connection");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3 + closed);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_closes_every_connection_gets_one_resend_per_attempt() {
+        let (url, seen, _) = keep_alive_server(|_| OnRequest::Close).await;
+        let mut settings = HttpSettings::new("m", "http://unused", None);
+        settings.max_retries = 1;
+        let client = build_client(&settings, "openai").unwrap();
+        let (ctx, notices) = recording();
+        let err = call(&client, &settings, &url, &ctx).await.unwrap_err();
+        assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("connection closed before message completed"),
+            "{err}"
+        );
+        // Two attempts (max_retries 1), each resent once; the one retry is announced.
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 4);
+        assert_eq!(notices.lock().unwrap().len(), 1);
     }
 }

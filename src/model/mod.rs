@@ -619,6 +619,7 @@ mod tests {
             cwd: dir.path().to_path_buf(),
             providers: registry::providers(),
             mcp_configs: Vec::new(),
+            model: None,
         };
         let loaded = load_with(&opts, &Env::empty()).unwrap();
         let limits = |name: &str| {

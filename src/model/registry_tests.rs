@@ -155,6 +155,7 @@ fn one_row_is_enough_for_a_new_provider() {
         cwd: dir.path().to_path_buf(),
         providers: registry.providers(),
         mcp_configs: Vec::new(),
+        model: None,
     };
     let cwd = Path::new("/");
 

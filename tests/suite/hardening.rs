@@ -311,6 +311,106 @@ async fn a_slow_first_byte_is_bounded_by_the_request_timeout_not_the_idle_timeou
     assert_eq!(out.completed()["final_message"], "thought about it");
 }
 
+/// llama.cpp closes its connection after each streamed answer; the next model call of the
+/// run finds its pooled connection closed. That request is sent again at once on a new
+/// connection: no `model_retry` warning, no retry counted, no backoff (§12).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pooled_connection_the_server_closed_is_resent_silently() {
+    use super::openai_http::config;
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    server.close_reused_connections();
+    // The pauses let the client put each answered connection back in its pool (it does so
+    // in the background) before the next call; under load a call may still open a new one.
+    for id in ["c1", "c2"] {
+        let pause = json!({"command": "sleep 0.5"});
+        server.push_reply(Reply::tool_calls(vec![(id, "bash", pause)]).usage(5, 5));
+    }
+    server.push_reply(Reply::text("slept").usage(5, 5));
+    let ws = workspace();
+    let cfg = config(ws.path(), "openai", &server.url(), ", max_retries: 0");
+    let out = deerflow([
+        "-c",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "--allow-bash",
+        "-C",
+        ws.path().to_str().unwrap(),
+        "sleep twice",
+    ])
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "slept");
+    let warnings = out.of_type("warning");
+    assert!(
+        warnings.iter().all(|w| w["code"] != "model_retry"),
+        "{warnings:?}"
+    );
+    // Three calls, and each one the server met with a closed connection went again.
+    let closed = server.closed_unanswered();
+    assert!(closed >= 1, "no call reused a pooled connection");
+    assert_eq!(server.request_count(), 3 + closed);
+}
+
+/// With no config, `--set models[0].KEY=VALUE` edits the model `-m PROVIDER:NAME` names;
+/// with a config that has no entry for it, the run says the `--set` missed it.
+#[tokio::test(flavor = "multi_thread")]
+async fn set_on_models_0_reaches_the_model_named_by_provider() {
+    use super::openai_http::config;
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("cold").usage(3, 2));
+    server.push_reply(Reply::text("configured").usage(3, 2));
+    let ws = workspace();
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        a.extend(
+            [
+                "run",
+                "--json",
+                "-m",
+                "openai:m1",
+                "--set",
+                "models[0].temperature=0",
+                "hi",
+            ]
+            .map(String::from),
+        );
+        a
+    };
+    let out = deerflow(args(&[]))
+        .cwd(ws.path())
+        .env("OPENAI_BASE_URL", &server.url())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "cold");
+    let body = &server.requests()[0].body;
+    assert_eq!(body["model"], "m1");
+    assert_eq!(body["temperature"], 0.0, "{body}");
+    assert!(out.of_type("warning").is_empty(), "{}", out.stdout);
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "openai", &server.url(), "");
+    let out = deerflow(args(&["-c", cfg.to_str().unwrap()]))
+        .cwd(ws.path())
+        .env("OPENAI_BASE_URL", &server.url())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let body = &server.requests()[1].body;
+    assert!(body.get("temperature").is_none(), "{body}");
+    let warning = out.first("warning");
+    assert_eq!(warning["code"], "config_ignored");
+    let text = warning["message"].as_str().unwrap();
+    assert!(
+        text.contains("--set models[0].temperature") && text.contains("'openai:m1'"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bash_never_sees_a_credential() {
     let ws = workspace();

@@ -22,6 +22,9 @@ pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
     let Ok(Some(raw)) = read_request(&mut rd).await else {
         return;
     };
+    if state.close_reused.load(Ordering::SeqCst) {
+        return super::keep_alive::serve(rd, wr, raw, state).await;
+    }
     let _busy = InFlight::enter(&state);
     let seq = state.seq.fetch_add(1, Ordering::SeqCst);
     let req = RecordedRequest::from_raw(raw);

@@ -1,10 +1,11 @@
 //! A scripted mock LLM server for integration tests.
 //!
-//! Hand-rolled HTTP/1.1 on a `TcpListener` (one request per connection, `Connection: close`)
-//! so tests control chunk timing, gates, stalls and disconnects exactly. It speaks OpenAI
-//! Chat Completions SSE, Anthropic Messages SSE and Gemini `streamGenerateContent` SSE; the
-//! scripted `Reply` decides which. An OpenAI reply to a request for a `/responses` path speaks
-//! the OpenAI Responses API (`responses.rs`).
+//! Hand-rolled HTTP/1.1 on a `TcpListener` (one request per connection, `Connection: close`,
+//! except in `close_reused_connections` mode) so tests control chunk timing, gates, stalls
+//! and disconnects exactly. It speaks OpenAI Chat Completions SSE, Anthropic Messages SSE
+//! and Gemini `streamGenerateContent` SSE; the scripted `Reply` decides which. An OpenAI
+//! reply to a request for a `/responses` path speaks the OpenAI Responses API
+//! (`responses.rs`).
 //!
 //! ```ignore
 //! let server = MockServer::start().await;
@@ -17,12 +18,13 @@ mod conn;
 mod gate;
 mod gemini;
 mod http;
+mod keep_alive;
 mod responses;
 mod script;
 mod sse;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +81,10 @@ pub(crate) struct State {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     unmatched: AtomicUsize,
+    /// `close_reused_connections` mode.
+    close_reused: AtomicBool,
+    /// Requests read on a reused connection and answered by closing it.
+    closed_unanswered: AtomicUsize,
 }
 
 impl State {
@@ -118,6 +124,8 @@ impl MockServer {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             unmatched: AtomicUsize::new(0),
+            close_reused: AtomicBool::new(false),
+            closed_unanswered: AtomicUsize::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, state.clone()));
         MockServer {
@@ -192,6 +200,19 @@ impl MockServer {
             .iter()
             .filter(|r| r.is_unused())
             .count()
+    }
+
+    /// From now on, answers keep the connection open (`connection: keep-alive`), and a
+    /// second request on a connection is recorded and answered by closing the connection:
+    /// a client's pooled connection that the server closed while it sat idle, as llama.cpp
+    /// does after every streamed answer. Timing faults (delays, cuts, gates) do not apply.
+    pub fn close_reused_connections(&self) {
+        self.state.close_reused.store(true, Ordering::SeqCst);
+    }
+
+    /// How many requests `close_reused_connections` answered by closing their connection.
+    pub fn closed_unanswered(&self) -> usize {
+        self.state.closed_unanswered.load(Ordering::SeqCst)
     }
 
     /// Requests being served right now.
