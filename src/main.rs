@@ -1,10 +1,5 @@
 //! The `deerflow` binary: parse, run, exit with the code the run earned.
 
-// A large fan-out allocates and frees small objects from many threads; glibc's malloc was
-// about a third of its CPU profile and fragments the heap. Measured in BENCHMARKS.md.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     // One line on stderr instead of the default multi-line report; the run itself turns a
     // panic into `run_completed{status:"failed"}` and exit 1.
