@@ -144,7 +144,7 @@ cpus=()
 for _ in $(seq "$RUNS"); do
   before=$(curl -s "http://127.0.0.1:$(cat "$TMP/port")/calls")
   OPENAI_BASE_URL="http://127.0.0.1:$(cat "$TMP/port")/v1" /usr/bin/time -f '%U %S' -o "$TMP/cpu" \
-    "$BIN" -c "$TMP/cpu.yaml" run --json --max-concurrent 64 -m openai:m -C "$TMP" go > "$TMP/cpu.ndjson"
+    "$BIN" -c "$TMP/cpu.yaml" run --json --max-tasks 64 --max-concurrent 64 -m openai:m -C "$TMP" go > "$TMP/cpu.ndjson"
   after=$(curl -s "http://127.0.0.1:$(cat "$TMP/port")/calls")
   grep -q '"status":"completed"' "$TMP/cpu.ndjson" || { echo "the CPU run did not complete"; kill "$MOCK"; exit 1; }
   cpus+=("$(awk -v n="$((after - before))" '{printf "%.3f", ($1 + $2) * 1000 / n}' "$TMP/cpu")")
