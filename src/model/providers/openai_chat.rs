@@ -39,7 +39,7 @@ mod request;
 mod stream;
 pub mod strict;
 
-pub use request::{is_reasoning_model, request_body};
+pub use request::{is_reasoning_model, request_body, request_bytes};
 pub use stream::OpenAiAssembler;
 
 const PROVIDER: &str = "openai";
@@ -73,7 +73,7 @@ impl OpenAiModel {
             provider: PROVIDER,
             url: http::endpoint(&self.settings.base_url, "/chat/completions"),
             headers,
-            body: request_body(&self.settings, req).to_string().into_bytes(),
+            body: request_bytes(&self.settings, req),
         }
     }
 }

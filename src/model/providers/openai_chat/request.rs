@@ -1,20 +1,46 @@
 //! The JSON body of a streamed chat completion request.
+//!
+//! The body is written straight from the agent's history and tool specs: the top-level
+//! settings are a small map (so `extra_body` can add or replace any key, in place), while the
+//! messages and tools, most of every request, are serialized borrowed. Building them as a
+//! `Value` tree first cost hundreds of allocations per call (issue 13).
 
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::model::output_schema::OutputSchema;
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
-/// The JSON body of a streamed chat completion request.
+/// Stands for the borrowed parts in the settings map until they are written; a key that
+/// `extra_body` replaced no longer holds it.
+const MESSAGES: &str = "\u{0}deerflow:messages";
+const TOOLS: &str = "\u{0}deerflow:tools";
+
+/// A request body ready to serialize.
+pub struct Body<'a> {
+    req: &'a ChatRequest,
+    fields: Map<String, Value>,
+}
+
+/// The JSON body of a streamed chat completion request (as a `Value`, for tests and callers
+/// that edit it; [`body`] serializes without building it).
 pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
+    serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
+}
+
+/// The request body's bytes.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+    // Serializing cannot fail: string keys only, and serde_json writes non-finite floats
+    // as null.
+    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+}
+
+pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
     let mut body = Map::new();
     body.insert("model".into(), json!(settings.model));
-    body.insert("messages".into(), Value::Array(wire_messages(req)));
+    body.insert("messages".into(), json!(MESSAGES));
     if !req.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(req.tools.iter().map(wire_tool).collect()),
-        );
+        body.insert("tools".into(), json!(TOOLS));
         if req.tool_choice_none {
             body.insert("tool_choice".into(), json!("none"));
         }
@@ -42,7 +68,21 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
         body.insert("reasoning_effort".into(), json!(effort));
     }
     settings.merge_extra_body(&mut body);
-    Value::Object(body)
+    Body { req, fields: body }
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.fields.len()))?;
+        for (key, value) in &self.fields {
+            match value.as_str() {
+                Some(MESSAGES) => map.serialize_entry(key, &Messages(self.req))?,
+                Some(TOOLS) => map.serialize_entry(key, &Tools(&self.req.tools))?,
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
 }
 
 /// OpenAI's `o1`…`o4` and `gpt-5` families (also behind a gateway's `vendor/` prefix), or
@@ -74,71 +114,123 @@ fn response_format(schema: &OutputSchema) -> Value {
     })
 }
 
-fn wire_messages(req: &ChatRequest) -> Vec<Value> {
-    let mut out = Vec::with_capacity(req.messages.len() + 1);
-    if !req.system.is_empty() {
-        out.push(json!({"role": "system", "content": req.system}));
+struct Messages<'a>(&'a ChatRequest);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.0;
+        let system = !req.system.is_empty();
+        let mut seq = s.serialize_seq(Some(req.messages.len() + usize::from(system)))?;
+        if system {
+            seq.serialize_element(&json!({"role": "system", "content": &*req.system}))?;
+        }
+        for m in req.messages.iter() {
+            seq.serialize_element(&WireMessage(m))?;
+        }
+        seq.end()
     }
-    out.extend(req.messages.iter().map(wire_message));
-    out
 }
 
-fn wire_message(message: &Message) -> Value {
-    match message {
-        Message::User(text) => json!({"role": "user", "content": text}),
-        Message::Assistant {
-            text,
-            tool_calls,
-            reasoning,
-        } => wire_assistant(text.as_deref(), tool_calls, reasoning.text.as_deref()),
-        Message::Tool {
-            call_id, content, ..
-        } => {
-            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+struct WireMessage<'a>(&'a Message);
+
+impl Serialize for WireMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Message::User(text) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("role", "user")?;
+                m.serialize_entry("content", text)?;
+                m.end()
+            }
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                let text = text.as_deref().filter(|t| !t.is_empty());
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("role", "assistant")?;
+                if tool_calls.is_empty() {
+                    // An assistant message needs content or tool calls: keep it valid even
+                    // when empty.
+                    m.serialize_entry("content", text.unwrap_or(""))?;
+                } else {
+                    m.serialize_entry("content", &text)?;
+                    let calls: Vec<WireCall<'_>> = tool_calls.iter().map(WireCall).collect();
+                    m.serialize_entry("tool_calls", &calls)?;
+                }
+                // The servers that stream `reasoning_content` want it back on the message.
+                if let Some(r) = &reasoning.text {
+                    m.serialize_entry("reasoning_content", r)?;
+                }
+                m.end()
+            }
+            Message::Tool {
+                call_id, content, ..
+            } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("role", "tool")?;
+                m.serialize_entry("tool_call_id", call_id)?;
+                m.serialize_entry("content", content)?;
+                m.end()
+            }
         }
     }
 }
 
-fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall], reasoning: Option<&str>) -> Value {
-    let text = text.filter(|t| !t.is_empty());
-    let mut message = if tool_calls.is_empty() {
-        // An assistant message needs content or tool calls: keep it valid even when empty.
-        json!({"role": "assistant", "content": text.unwrap_or("")})
-    } else {
-        let calls: Vec<Value> = tool_calls.iter().map(wire_call).collect();
-        json!({"role": "assistant", "content": text, "tool_calls": calls})
-    };
-    // The servers that stream `reasoning_content` want it back on the message.
-    if let (Some(reasoning), Value::Object(fields)) = (reasoning, &mut message) {
-        fields.insert("reasoning_content".into(), json!(reasoning));
-    }
-    message
-}
-
 /// A call as the model made it, with the fields the server added to it.
-fn wire_call(call: &ToolCall) -> Value {
-    let mut wire = Map::new();
-    wire.insert("id".into(), json!(call.id));
-    wire.insert("type".into(), json!("function"));
-    wire.insert(
-        "function".into(),
-        json!({"name": call.name, "arguments": call.arguments_text()}),
-    );
-    for (key, value) in &call.extra {
-        wire.entry(key.clone()).or_insert_with(|| value.clone());
+struct WireCall<'a>(&'a ToolCall);
+
+impl Serialize for WireCall<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let call = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &call.id)?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry(
+            "function",
+            &json!({"name": call.name, "arguments": call.arguments_text()}),
+        )?;
+        for (key, value) in &call.extra {
+            if !matches!(key.as_str(), "id" | "type" | "function") {
+                m.serialize_entry(key, value)?;
+            }
+        }
+        m.end()
     }
-    Value::Object(wire)
 }
 
-fn wire_tool(tool: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    })
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for tool in self.0 {
+            seq.serialize_element(&WireTool(tool))?;
+        }
+        seq.end()
+    }
+}
+
+struct WireTool<'a>(&'a ToolSpec);
+
+impl Serialize for WireTool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolSpec);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("name", &self.0.name)?;
+                m.serialize_entry("description", &self.0.description)?;
+                m.serialize_entry("parameters", &self.0.parameters)?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.0))?;
+        m.end()
+    }
 }
 
 #[cfg(test)]
@@ -339,5 +431,71 @@ mod tests {
         ] {
             assert!(!obj.contains_key(key), "{key}");
         }
+    }
+
+    #[test]
+    fn the_bytes_are_the_body_in_order_and_extra_body_replaces_any_key_in_place() {
+        let mut settings = HttpSettings::new("m", "http://x/v1", None);
+        settings.temperature = Some(0.5);
+        let calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "time".into(),
+            arguments: json!({"b": 1, "a": 2}),
+            invalid_arguments: None,
+            extra: json!({"id": "not this", "extra_content": {"sig": "s"}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        }];
+        let req = request(
+            vec![
+                Message::User("hi".into()),
+                Message::Assistant {
+                    text: None,
+                    tool_calls: calls,
+                    reasoning: Default::default(),
+                },
+                Message::Tool {
+                    call_id: "c1".into(),
+                    name: "time".into(),
+                    content: "noon".into(),
+                },
+            ],
+            vec![time_tool()],
+            false,
+        );
+        let bytes = String::from_utf8(request_bytes(&settings, &req)).unwrap();
+        assert_eq!(bytes, request_body(&settings, &req).to_string());
+        let keys: Vec<String> = request_body(&settings, &req)
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "model",
+                "messages",
+                "tools",
+                "stream",
+                "stream_options",
+                "temperature"
+            ]
+        );
+        assert!(bytes.contains(
+            r#"{"id":"c1","type":"function","function":{"name":"time","arguments":"{\"b\":1,\"a\":2}"},"extra_content":{"sig":"s"}}"#
+        ), "{bytes}");
+        // A key of extra_body replaces the built one where it stands, even the borrowed parts.
+        settings.extra_body = json!({"tools": [], "temperature": 1})
+            .as_object()
+            .unwrap()
+            .clone();
+        let body = request_body(&settings, &req);
+        assert_eq!(body["tools"], json!([]));
+        assert_eq!(body["temperature"], json!(1));
+        assert_eq!(body["messages"][3]["content"], json!("noon"));
+        let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+        assert_eq!(keys[2], "tools");
     }
 }
