@@ -27,8 +27,8 @@ use serde_json::{Map, Value};
 
 use crate::usage::{RunUsage, UsageTotals};
 
+pub use flow::watch_stop_signals;
 use flow::Flow;
-pub use flow::{watch_stop_signals, QUEUE_EVENTS};
 pub use line::{stamp, write_line, Stamp};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -413,12 +413,7 @@ pub enum Output {
 }
 
 pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
-    start_writer_with(output, QUEUE_EVENTS)
-}
-
-/// [`start_writer`] with a queue of `capacity` events (tests use a small one).
-pub fn start_writer_with(output: Output, capacity: usize) -> (EventSink, EventWriter) {
-    let (tx, rx) = queue::bounded(capacity);
+    let (tx, rx) = queue::bounded(flow::QUEUE_EVENTS);
     let (done_tx, done) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("deerflow-events".into())

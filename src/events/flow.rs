@@ -59,8 +59,8 @@ impl Flow {
         self.given_up.load(Ordering::SeqCst)
     }
 
-    /// Whether an emitter that has waited since `waiting_since` should stop waiting now.
-    /// `stop_seen` remembers when this emitter first saw the run stopping.
+    /// Whether an emitter waiting for room should stop waiting now. `stop_seen` remembers
+    /// when this emitter first saw the run stopping (the grace period counts from there).
     pub fn should_give_up(&self, stop_seen: &mut Option<Instant>) -> bool {
         if self.given_up() {
             return true;

@@ -742,6 +742,39 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Tasks of the fan-out that outgrows the event queue: 6000 sub-agents answering 4 KB each,
+/// a ~70 MB stream.
+const BIG_FAN_OUT: usize = 6000;
+
+/// The binary running that fan-out with `--json`, stdout piped and stderr discarded.
+fn spawn_big_fan_out(ws: &Path) -> tokio::process::Child {
+    let calls: Vec<_> = (0..BIG_FAN_OUT)
+        .map(|i| json!({"name": "task", "arguments": {"description": format!("t{i}"), "prompt": "go", "subagent_type": "general-purpose"}}))
+        .collect();
+    let c = cassette(
+        ws,
+        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "all done"}],
+               "default_task": [{"text": "y".repeat(4000)}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let n = BIG_FAN_OUT.to_string();
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "--max-tasks",
+        &n,
+        "--max-concurrent",
+        "64",
+        "-m",
+        &m,
+        "go",
+    ])
+    .cwd(ws)
+    .command();
+    cmd.stderr(Stdio::null());
+    cmd.spawn().expect("spawn")
+}
+
 /// §12: the event queue has back-pressure. A reader that stops reading holds the run back
 /// (memory stays flat instead of growing with every event), and once it reads again every
 /// line arrives, in order, and the run completes.
@@ -749,33 +782,7 @@ fn rss_kib(pid: u32) -> u64 {
 async fn a_stalled_reader_holds_the_run_back_and_loses_nothing() {
     use tokio::io::AsyncReadExt;
     let ws = workspace();
-    let n = 6000;
-    let calls: Vec<_> = (0..n)
-        .map(|i| json!({"name": "task", "arguments": {"description": format!("t{i}"), "prompt": "go", "subagent_type": "general-purpose"}}))
-        .collect();
-    let big = "y".repeat(4000);
-    let c = cassette(
-        ws.path(),
-        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "all done"}],
-               "default_task": [{"text": big}]}),
-    );
-    let m = format!("replay:{}", c.display());
-    let n_s = n.to_string();
-    let mut cmd = deerflow([
-        "run",
-        "--json",
-        "--max-tasks",
-        &n_s,
-        "--max-concurrent",
-        "64",
-        "-m",
-        &m,
-        "go",
-    ])
-    .cwd(ws.path())
-    .command();
-    cmd.stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn");
+    let mut child = spawn_big_fan_out(ws.path());
     let pid = child.id().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
@@ -803,7 +810,7 @@ async fn a_stalled_reader_holds_the_run_back_and_loses_nothing() {
         events,
     };
     super::harness::check_stream(&out);
-    assert_eq!(out.completed()["tasks"]["completed"], n);
+    assert_eq!(out.completed()["tasks"]["completed"], BIG_FAN_OUT);
 }
 
 /// §8 with §12's back-pressure: while every worker waits on a full event queue (the reader
@@ -811,32 +818,7 @@ async fn a_stalled_reader_holds_the_run_back_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_ends_a_run_held_back_by_a_full_event_queue() {
     let ws = workspace();
-    let n = 6000;
-    let calls: Vec<_> = (0..n)
-        .map(|i| json!({"name": "task", "arguments": {"description": format!("t{i}"), "prompt": "go", "subagent_type": "general-purpose"}}))
-        .collect();
-    let c = cassette(
-        ws.path(),
-        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "all done"}],
-               "default_task": [{"text": "z".repeat(4000)}]}),
-    );
-    let m = format!("replay:{}", c.display());
-    let n_s = n.to_string();
-    let mut cmd = deerflow([
-        "run",
-        "--json",
-        "--max-tasks",
-        &n_s,
-        "--max-concurrent",
-        "64",
-        "-m",
-        &m,
-        "go",
-    ])
-    .cwd(ws.path())
-    .command();
-    cmd.stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn");
+    let mut child = spawn_big_fan_out(ws.path());
     let _stalled = child.stdout.take();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     // SAFETY: kill only sends a signal to the child we spawned.
