@@ -25,6 +25,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::model::ToolArgs;
 use crate::usage::{RunUsage, UsageTotals};
 
 pub use flow::watch_stop_signals;
@@ -99,7 +100,7 @@ pub struct TaskToolCall {
     pub id: String,
     pub name: String,
     #[schemars(with = "Map<String, Value>")]
-    pub arguments: Value,
+    pub arguments: ToolArgs,
 }
 
 /// The fields a `model_retry` warning adds.
@@ -138,7 +139,7 @@ pub enum Event {
         call_id: String,
         name: String,
         #[schemars(with = "Map<String, Value>")]
-        arguments: Value,
+        arguments: ToolArgs,
     },
     /// A lead tool returned; `output` is cut at 2000 characters (`truncated`).
     ToolResult {
@@ -615,7 +616,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             call_id: "call_1".into(),
             name: "task".into(),
             // Key order is the model's, not sorted.
-            arguments: json!({"z": 1, "a": {"y": [1, 2], "b": null}}),
+            arguments: json!({"z": 1, "a": {"y": [1, 2], "b": null}}).into(),
         }),
         lead(Event::ToolResult {
             call_id: "call_1".into(),
@@ -647,7 +648,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
                 tool_calls: vec![TaskToolCall {
                     id: "c1".into(),
                     name: "ls".into(),
-                    arguments: json!({"path": ".", "depth": 2}),
+                    arguments: json!({"path": ".", "depth": 2}).into(),
                 }],
                 reasoning: None,
             },

@@ -115,7 +115,7 @@ pub fn call(id: &str, t: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: "echo".into(),
-        arguments: json!({ "text": t }),
+        arguments: json!({ "text": t }).into(),
         invalid_arguments: None,
         extra: Default::default(),
     }

@@ -178,7 +178,8 @@ pub fn ledger_entries(messages: &[Message]) -> Vec<String> {
 }
 
 fn ledger_line(call: &ToolCall, result: Option<&str>) -> String {
-    let arg = |k: &str| call.arguments.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let args = call.arguments.to_map();
+    let arg = |k: &str| args.get(k).and_then(|v| v.as_str()).unwrap_or("");
     let (status, first) = match result {
         Some(r) => task_outcome(r),
         None => ("no result", String::new()),
@@ -245,7 +246,7 @@ pub fn transcript(earlier: Option<&str>, messages: &[Message], max_chars: usize)
                 }
                 for c in tool_calls {
                     let args = c.arguments_text();
-                    let args = cut(&args, 500, Keep::Head).marked_with("…");
+                    let args = cut(args, 500, Keep::Head).marked_with("…");
                     s.push_str(&format!("called {} {args} (id {})\n", c.name, c.id));
                 }
                 s.push('\n');

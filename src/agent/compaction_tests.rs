@@ -15,7 +15,7 @@ fn assistant(calls: &[(&str, &str)]) -> Message {
             .map(|(id, name)| ToolCall {
                 id: (*id).into(),
                 name: (*name).into(),
-                arguments: json!({}),
+                arguments: json!({}).into(),
                 invalid_arguments: None,
                 extra: Default::default(),
             })
@@ -174,7 +174,8 @@ fn the_ledger_lists_every_task_call_with_its_outcome() {
     let task = |id: &str, d: &str| ToolCall {
         id: id.into(),
         name: "task".into(),
-        arguments: json!({"description": d, "prompt": "p", "subagent_type": "general-purpose"}),
+        arguments: json!({"description": d, "prompt": "p", "subagent_type": "general-purpose"})
+            .into(),
         invalid_arguments: None,
         extra: Default::default(),
     };

@@ -61,6 +61,10 @@ impl History {
         Arc::make_mut(&mut self.messages).push(m);
     }
 
+    pub fn extend(&mut self, more: Vec<Message>) {
+        Arc::make_mut(&mut self.messages).extend(more);
+    }
+
     pub fn last_mut(&mut self) -> Option<&mut Message> {
         Arc::make_mut(&mut self.messages).last_mut()
     }

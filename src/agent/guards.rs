@@ -131,13 +131,14 @@ fn response_hash(calls: &[ToolCall]) -> u64 {
 }
 
 fn stable_key(c: &ToolCall) -> String {
-    let a = &c.arguments;
+    let a = c.arguments.to_value();
+    let a = &a;
     match c.name.as_str() {
         "read_file" => {
             let start = a.get("start_line").and_then(Value::as_u64).unwrap_or(1);
             format!("{}#{}", field(a, "path"), start / 200)
         }
-        "write_file" | "str_replace" => a.to_string(),
+        "write_file" | "str_replace" => c.arguments.as_str().to_string(),
         _ => [
             "path",
             "url",
@@ -212,7 +213,7 @@ mod tests {
         ToolCall {
             id: "x".into(),
             name: name.into(),
-            arguments: args,
+            arguments: args.into(),
             invalid_arguments: None,
             extra: Default::default(),
         }

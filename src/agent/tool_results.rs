@@ -122,7 +122,7 @@ mod tests {
         ToolCall {
             id: id.into(),
             name: name.into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
             invalid_arguments: None,
             extra: Default::default(),
         }

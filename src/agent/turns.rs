@@ -292,23 +292,34 @@ impl Transcript {
         agent
             .observer
             .assistant(turn.text.as_deref(), turn.thought.as_deref(), &calls);
+        // The calls go into the transcript once and run from there: a fan-out's arguments
+        // are not held twice.
         self.history.push(Message::Assistant {
             text: turn.text,
-            tool_calls: calls.clone(),
+            tool_calls: calls,
             reasoning: turn.reasoning,
         });
-        let outputs = run_tools(agent, &calls, cut).await;
+        let calls: &[ToolCall] = match self.history.messages().last() {
+            Some(Message::Assistant { tool_calls, .. }) => tool_calls,
+            _ => &[],
+        };
+        let outputs = run_tools(agent, calls, cut).await;
         let mut clarify = None;
-        for (call, mut out) in calls.iter().zip(outputs) {
-            if let Some(Control::Clarify { question, options }) = out.control.take() {
-                clarify.get_or_insert(AgentEnd::Clarify { question, options });
-            }
-            self.history.push(Message::Tool {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: agent.context.tool_result(call, out.into_text()),
-            });
-        }
+        let results: Vec<Message> = calls
+            .iter()
+            .zip(outputs)
+            .map(|(call, mut out)| {
+                if let Some(Control::Clarify { question, options }) = out.control.take() {
+                    clarify.get_or_insert(AgentEnd::Clarify { question, options });
+                }
+                Message::Tool {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: agent.context.tool_result(call, out.into_text()),
+                }
+            })
+            .collect();
+        self.history.extend(results);
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
             content.push_str("\n\n");
             content.push_str(&n);
@@ -342,8 +353,7 @@ fn stop_reason(
                 // Only the call being written when the limit hit can be cut: its text is
                 // no JSON, or (cut before its first character) it arrived empty.
                 .filter(|(i, c)| {
-                    c.invalid_arguments.is_some()
-                        || (*i == last && c.arguments.as_object().is_some_and(|a| a.is_empty()))
+                    c.invalid_arguments.is_some() || (*i == last && c.arguments.is_empty_object())
                 })
                 .map(|(_, c)| c.id.clone())
                 .collect();
@@ -575,7 +585,7 @@ fn dispatch<'a>(
         return Box::pin(async move { out });
     }
     match agent.tools.find(&call.name) {
-        Some(tool) => tool.call(call.arguments.clone(), ctx),
+        Some(tool) => tool.call(call.arguments.to_value(), ctx),
         None => {
             let names = agent.tools.names();
             let out = ToolOutput::error(format!(

@@ -12,6 +12,7 @@ pub mod retry;
 pub mod sse;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod tool_args;
 
 /// Connection settings are resolved by `config`, which stays a leaf: it does not know
 /// the clients, only what they need.
@@ -24,6 +25,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+
+pub use tool_args::ToolArgs;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -61,8 +64,8 @@ pub struct Reasoning {
 pub struct ToolCall {
     pub id: String,
     pub name: String,
-    /// The parsed arguments; `{}` when the model sent none.
-    pub arguments: Value,
+    /// The arguments; `{}` when the model sent none or sent broken JSON.
+    pub arguments: ToolArgs,
     /// The raw argument text when it was not valid JSON (the tool then answers with an error
     /// instead of running, and the raw text is what goes back to the provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,39 +80,28 @@ pub struct ToolCall {
 impl ToolCall {
     /// Builds a call from the argument text a provider streamed.
     pub fn from_raw(id: String, name: String, raw: &str) -> Self {
-        let trimmed = raw.trim();
-        if trimmed.is_empty() {
-            return Self {
-                id,
-                name,
-                arguments: Value::Object(Default::default()),
-                invalid_arguments: None,
-                extra: Map::new(),
-            };
-        }
-        match serde_json::from_str::<Value>(trimmed) {
-            Ok(v @ Value::Object(_)) => Self {
-                id,
-                name,
-                arguments: v,
-                invalid_arguments: None,
-                extra: Map::new(),
-            },
-            _ => Self {
-                id,
-                name,
-                arguments: Value::Object(Default::default()),
-                invalid_arguments: Some(raw.to_string()),
-                extra: Map::new(),
-            },
+        let (arguments, invalid_arguments) = if raw.trim().is_empty() {
+            (ToolArgs::empty(), None)
+        } else {
+            match ToolArgs::parse(raw) {
+                Some(a) => (a, None),
+                None => (ToolArgs::empty(), Some(raw.to_string())),
+            }
+        };
+        Self {
+            id,
+            name,
+            arguments,
+            invalid_arguments,
+            extra: Map::new(),
         }
     }
 
     /// The argument text to send back to a provider in the transcript.
-    pub fn arguments_text(&self) -> String {
+    pub fn arguments_text(&self) -> &str {
         match &self.invalid_arguments {
-            Some(raw) => raw.clone(),
-            None => self.arguments.to_string(),
+            Some(raw) => raw,
+            None => self.arguments.as_str(),
         }
     }
 }

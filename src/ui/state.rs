@@ -453,7 +453,7 @@ mod tests {
         Event::ToolCall {
             call_id: id.into(),
             name: name.into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         }
     }
 
@@ -575,7 +575,7 @@ mod tests {
         let call = |id: &str, name: &str| TaskToolCall {
             id: id.into(),
             name: name.into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         };
         let calls = TaskMessage::Assistant {
             text: String::new(),

@@ -384,3 +384,44 @@ async fn invalid_tool_call_arguments_go_back_as_a_tool_error() {
     );
     assert_no_panic(&out);
 }
+
+/// A model that pretty-prints its arguments: they are carried as compact text, so the
+/// `tool_call` event stays one NDJSON line and the model gets back the same JSON, compact.
+#[tokio::test(flavor = "multi_thread")]
+async fn multi_line_tool_call_arguments_stay_one_event_line() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::raw_sse(vec![
+        delta(json!({"role": "assistant", "content": null}), Value::Null),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_ml", "type": "function",
+                "function": {"name": "ls", "arguments": "{\n  \"path\" : \".\",\r\n\t\"note\": \"a  b\"\n}\n"}}]}),
+            Value::Null,
+        ),
+        delta(json!({}), json!("tool_calls")),
+        "data: [DONE]\n\n".to_string(),
+    ]));
+    server.push_reply(Reply::text("done").usage(20, 5));
+    let ws = workspace();
+    let cfg = config(ws.path(), "openai", &server.url(), "");
+    let out = run(&cfg, ws.path(), "list").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("\"type\":\"tool_call\""))
+        .expect("a tool_call line");
+    let event: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(event["arguments"], json!({"path": ".", "note": "a  b"}));
+    assert!(
+        line.contains(r#""arguments":{"path":".","note":"a  b"}"#),
+        "{line}"
+    );
+    assert_eq!(out.first("tool_result")["status"], "ok");
+    let reqs = server.requests();
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[msgs.len() - 2]["tool_calls"][0]["function"]["arguments"],
+        r#"{"path":".","note":"a  b"}"#
+    );
+    assert_no_panic(&out);
+}

@@ -13,7 +13,7 @@ use super::cannot_serve;
 use crate::config::ResolvedModel;
 use crate::model::{
     AgentId, BoxFuture, CallContext, CallPurpose, ChatModel, ChatRequest, ModelError, ModelLimits,
-    ModelResponse, Reasoning, ToolCall, Usage,
+    ModelResponse, Reasoning, ToolArgs, ToolCall, Usage,
 };
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -136,7 +136,14 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
 }
 
 pub struct ReplayModel {
+    /// The task scripts (the lead's is moved to `lead`).
     cassette: Cassette,
+    /// The lead's responses, each handed over when served. The lead is one agent and asks
+    /// for each turn once, so none is served twice; a fan-out's calls are then not held by
+    /// the cassette for the rest of the run beside the transcript's copy. Task scripts are
+    /// shared (by description, and the default) and stay.
+    lead: Mutex<Vec<Option<ScriptedResponse>>>,
+    lead_len: usize,
     /// The path as the user typed it, for error messages.
     label: String,
     /// As configured, so summarization's `fraction` sizes can be replayed too.
@@ -144,8 +151,14 @@ pub struct ReplayModel {
 }
 
 impl ReplayModel {
-    pub fn new(cassette: Cassette, label: impl Into<String>) -> Self {
+    pub fn new(mut cassette: Cassette, label: impl Into<String>) -> Self {
+        let lead: Vec<Option<ScriptedResponse>> = std::mem::take(&mut cassette.lead)
+            .into_iter()
+            .map(Some)
+            .collect();
         Self {
+            lead_len: lead.len(),
+            lead: Mutex::new(lead),
             cassette,
             label: label.into(),
             context_window: None,
@@ -156,14 +169,23 @@ impl ReplayModel {
         if req.purpose == CallPurpose::Summary {
             return Ok((summary_response(req), None));
         }
-        let script = self.cassette.script_for(&req.agent);
-        let Some(r) = script.get(req.turn) else {
+        let (r, len) = match &req.agent {
+            AgentId::Lead => {
+                let mut lead = self.lead.lock().unwrap_or_else(|p| p.into_inner());
+                (lead.get_mut(req.turn).and_then(Option::take), self.lead_len)
+            }
+            task => {
+                let script = self.cassette.script_for(task);
+                (script.get(req.turn).cloned(), script.len())
+            }
+        };
+        let Some(r) = r else {
             return Err(ModelError::Script(format!(
                 "replay cassette {} has no response for the {} at turn {} (its script has {})",
                 self.label,
                 req.agent,
                 req.turn + 1,
-                script.len()
+                len
             )));
         };
         if let Some(e) = &r.error {
@@ -180,30 +202,34 @@ impl ReplayModel {
                 },
             });
         }
-        Ok((to_response(r, req), r.delay_ms))
+        let delay = r.delay_ms;
+        Ok((to_response(r, req), delay))
     }
 }
 
-fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
+fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
     let tool_calls = if req.tool_choice_none {
-        &[][..]
+        Vec::new()
     } else {
-        &r.tool_calls[..]
+        r.tool_calls
     };
     let tool_calls = tool_calls
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, c)| {
-            let id = c.id.clone().unwrap_or_else(|| generated_id(req, i));
+            let id = c.id.unwrap_or_else(|| generated_id(req, i));
             // A string is the argument text as a provider sent it (`--record` writes broken
             // JSON that way); anything else is the arguments themselves. Either way what is
             // not an object makes the tool answer with an error, as for a provider's stream.
-            let raw = match &c.arguments {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
+            let mut call = match &c.arguments {
+                Value::String(text) => ToolCall::from_raw(id, c.name, text),
+                Value::Object(_) => ToolCall {
+                    arguments: ToolArgs::from_value(&c.arguments),
+                    ..ToolCall::from_raw(id, c.name, "")
+                },
+                other => ToolCall::from_raw(id, c.name, &other.to_string()),
             };
-            let mut call = ToolCall::from_raw(id, c.name.clone(), &raw);
-            call.extra = c.extra.clone();
+            call.extra = c.extra;
             call
         })
         .collect::<Vec<_>>();
@@ -222,13 +248,13 @@ fn to_response(r: &ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         "tool_calls"
     };
     ModelResponse {
-        text: r.text.clone().filter(|t| !t.is_empty()),
+        text: r.text.filter(|t| !t.is_empty()),
         tool_calls,
         usage,
-        finish_reason: Some(r.finish_reason.clone().unwrap_or_else(|| finish.into())),
+        finish_reason: Some(r.finish_reason.unwrap_or_else(|| finish.into())),
         reasoning: Reasoning {
-            text: r.reasoning.clone(),
-            blocks: r.reasoning_blocks.clone(),
+            text: r.reasoning,
+            blocks: r.reasoning_blocks,
         },
     }
 }
@@ -350,7 +376,7 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
                 // Broken arguments as they were sent, so the replay breaks the same way.
                 arguments: match &c.invalid_arguments {
                     Some(raw) => Value::String(raw.clone()),
-                    None => c.arguments.clone(),
+                    None => c.arguments.to_value(),
                 },
                 extra: c.extra.clone(),
             })
@@ -568,7 +594,7 @@ mod tests {
         let scripted = from_response(&recorded);
         let text = serde_json::to_string(&scripted).unwrap();
         let back: ScriptedResponse = serde_json::from_str(&text).unwrap();
-        assert_eq!(to_response(&back, &req(AgentId::Lead, 0)), recorded);
+        assert_eq!(to_response(back.clone(), &req(AgentId::Lead, 0)), recorded);
         // What a replay derives itself is not written.
         let plain = from_response(&ModelResponse {
             text: Some("hi".into()),
@@ -595,7 +621,7 @@ mod tests {
         let text = serde_json::to_string(&from_response(&recorded)).unwrap();
         assert!(text.contains(r#""cache_write_tokens":200"#), "{text}");
         let back: ScriptedResponse = serde_json::from_str(&text).unwrap();
-        assert_eq!(to_response(&back, &req(AgentId::Lead, 0)), recorded);
+        assert_eq!(to_response(back.clone(), &req(AgentId::Lead, 0)), recorded);
     }
 
     #[tokio::test]

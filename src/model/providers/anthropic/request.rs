@@ -188,7 +188,7 @@ fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall], kept: &[Value]) -
     for call in tool_calls {
         // `input` must be an object: invalid argument text goes back as `{}`.
         blocks.push(
-            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}),
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments.to_value()}),
         );
     }
     Some(json!({"role": "assistant", "content": blocks}))

@@ -11,7 +11,7 @@ use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
-use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
+use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
 #[derive(Debug, Default, Deserialize)]
 struct WireUsage {
@@ -284,7 +284,7 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
             Value::Object(_) => ToolCall {
                 id,
                 name,
-                arguments: start_input.clone(),
+                arguments: ToolArgs::from_value(start_input),
                 invalid_arguments: None,
                 extra: Map::new(),
             },
@@ -352,14 +352,14 @@ mod tests {
                 ToolCall {
                     id: "toolu_A".into(),
                     name: "read_file".into(),
-                    arguments: json!({"path": "src/main.rs"}),
+                    arguments: json!({"path": "src/main.rs"}).into(),
                     invalid_arguments: None,
                     extra: Map::new(),
                 },
                 ToolCall {
                     id: "toolu_B".into(),
                     name: "get_time".into(),
-                    arguments: json!({}),
+                    arguments: json!({}).into(),
                     invalid_arguments: None,
                     extra: Map::new(),
                 },

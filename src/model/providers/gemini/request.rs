@@ -293,7 +293,7 @@ fn model_parts(text: Option<&str>, calls: &[ToolCall], blocks: &[Value]) -> Vec<
 fn call_part(call: &ToolCall) -> Value {
     let mut function = Map::new();
     function.insert("name".into(), json!(call.name));
-    function.insert("args".into(), call.arguments.clone());
+    function.insert("args".into(), call.arguments.to_value());
     if let Some(Value::Object(own)) = call.extra.get("functionCall") {
         for (k, v) in own {
             function.entry(k.clone()).or_insert_with(|| v.clone());

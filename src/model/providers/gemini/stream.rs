@@ -12,7 +12,7 @@ use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
 use crate::model::http::Assembler;
 use crate::model::sse::Flow;
-use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
+use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
 /// Finish reasons (and prompt block reasons) that mean the provider stopped for safety:
 /// `content_filtered`, the response's calls are not run (contract §10).
@@ -349,10 +349,10 @@ impl GeminiAssembler {
         let mut tool_call = match call.get("args") {
             Some(Value::Object(_)) | None | Some(Value::Null) => {
                 let arguments = match call.get("args") {
-                    Some(args @ Value::Object(_)) => args.clone(),
-                    _ => json!({}),
+                    Some(args) => ToolArgs::from_value(args),
+                    None => ToolArgs::empty(),
                 };
-                self.kept += arguments.to_string().len();
+                self.kept += arguments.as_str().len();
                 ToolCall {
                     id,
                     name,

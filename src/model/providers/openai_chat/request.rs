@@ -440,7 +440,7 @@ mod tests {
         let calls = vec![ToolCall {
             id: "c1".into(),
             name: "time".into(),
-            arguments: json!({"b": 1, "a": 2}),
+            arguments: json!({"b": 1, "a": 2}).into(),
             invalid_arguments: None,
             extra: json!({"id": "not this", "extra_content": {"sig": "s"}})
                 .as_object()

@@ -373,7 +373,7 @@ mod tests {
             vec![ToolCall {
                 id: "CI14PD3wfNqhlR5idWlW7fYaLyNXikDw".into(),
                 name: "read_file".into(),
-                arguments: json!({"path": "src/main.rs"}),
+                arguments: json!({"path": "src/main.rs"}).into(),
                 invalid_arguments: None,
                 extra: Map::new(),
             }]
