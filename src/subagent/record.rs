@@ -2,7 +2,7 @@
 //! emits the task's one terminal event and returns what the lead model sees, so whoever
 //! ends a task first (the sub-agent, its timeout, the run's shutdown) reports it, once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::state::{StateCell, TaskState};
@@ -11,6 +11,7 @@ use crate::agent::Progress;
 use crate::events::{Event, EventSink};
 use crate::text::secs;
 use crate::tools::ToolOutput;
+use crate::usage::UsageTotals;
 
 pub struct TaskRecord {
     pub id: String,
@@ -18,7 +19,8 @@ pub struct TaskRecord {
     pub prompt: String,
     pub kind: Arc<SubagentType>,
     pub state: StateCell,
-    pub progress: Arc<Progress>,
+    /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
+    progress: OnceLock<Arc<Progress>>,
     /// Set when the task started running (its timeout counts from here).
     pub started: Mutex<Option<Instant>>,
     pub accepted: Instant,
@@ -32,10 +34,23 @@ impl TaskRecord {
             prompt: prompt.to_string(),
             kind,
             state: StateCell::default(),
-            progress: Arc::new(Progress::default()),
+            progress: OnceLock::new(),
             started: Mutex::new(None),
             accepted: Instant::now(),
         }
+    }
+
+    /// The sub-agent's running tally, shared with its agent loop.
+    pub fn progress(&self) -> Arc<Progress> {
+        self.progress.get_or_init(Arc::default).clone()
+    }
+
+    fn usage(&self) -> UsageTotals {
+        self.progress.get().map(|p| p.usage()).unwrap_or_default()
+    }
+
+    fn turns(&self) -> u32 {
+        self.progress.get().map_or(0, |p| p.turns())
     }
 
     pub fn duration_ms(&self) -> u64 {
@@ -77,8 +92,8 @@ impl TaskRecord {
         events.emit(Event::TaskCompleted {
             task_id: self.id.clone(),
             result: result.clone(),
-            usage: self.progress.usage(),
-            turns: self.progress.turns(),
+            usage: self.usage(),
+            turns: self.turns(),
             duration_ms: self.duration_ms(),
             stop_reason: stop_reason.map(String::from),
         });
@@ -92,8 +107,8 @@ impl TaskRecord {
         events.emit(Event::TaskFailed {
             task_id: self.id.clone(),
             error: error.to_string(),
-            usage: self.progress.usage(),
-            turns: self.progress.turns(),
+            usage: self.usage(),
+            turns: self.turns(),
             duration_ms: self.duration_ms(),
             stop_reason: stop_reason.map(String::from),
         });
@@ -112,7 +127,7 @@ impl TaskRecord {
             task_id: self.id.clone(),
             error: error.clone(),
             timeout_seconds: self.kind.timeout_seconds,
-            usage: self.progress.usage(),
+            usage: self.usage(),
             duration_ms: self.duration_ms(),
         });
         ToolOutput::error(format!("Task timed out. Error: {error}"))
@@ -125,7 +140,7 @@ impl TaskRecord {
         events.emit(Event::TaskCancelled {
             task_id: self.id.clone(),
             error: error.to_string(),
-            usage: self.progress.usage(),
+            usage: self.usage(),
             duration_ms: self.duration_ms(),
         });
         ToolOutput::error(format!("Task cancelled. Error: {error}"))

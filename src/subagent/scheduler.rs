@@ -3,6 +3,7 @@
 //! tokio task under a child of the run's cancellation token.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,8 @@ pub struct Scheduler {
     tasks: Mutex<Vec<Arc<TaskRecord>>>,
     /// Each sub-agent type's prompt and tools, built by its first task.
     kits: Mutex<HashMap<String, Arc<Kit>>>,
+    /// Whether the watcher that wakes the queue when the run stops is running.
+    watching: AtomicBool,
 }
 
 /// What every sub-agent of one type shares: its system prompt and its tools with their
@@ -84,6 +87,7 @@ impl Scheduler {
             slots: Mutex::default(),
             tasks: Mutex::default(),
             kits: Mutex::default(),
+            watching: AtomicBool::new(false),
         })
     }
 
@@ -146,15 +150,19 @@ impl Scheduler {
 
     /// Takes a running slot now (`task_started`), or joins the queue (`task_queued`). Both
     /// events are emitted under the slots lock, so they follow the queue's order.
-    pub fn admit(&self, rec: &Arc<TaskRecord>) -> Admission {
+    pub fn admit(self: &Arc<Self>, rec: &Arc<TaskRecord>) -> Admission {
         let mut s = lock(&self.slots);
         if s.running < self.max_concurrent {
             s.running += 1;
             rec.start(&self.events);
             return Admission::Now;
         }
+        self.watch_stop();
         let (tx, rx) = oneshot::channel();
-        s.waiting.push_back((rec.clone(), tx));
+        // A stopped run queues nothing: the dropped sender cancels the task at once.
+        if !self.shared.control.cancel.is_cancelled() {
+            s.waiting.push_back((rec.clone(), tx));
+        }
         let position = s.waiting.len() as u32;
         self.events.emit(Event::TaskQueued {
             task_id: rec.id.clone(),
@@ -166,6 +174,27 @@ impl Scheduler {
             position,
             ready: rx,
         }
+    }
+
+    /// A queued task waits on its slot alone, not also on the run's cancellation (a
+    /// fan-out's queue would hold one cancellation future per task): when the run stops,
+    /// this one watcher empties the queue, and each waiter, finding its slot dropped,
+    /// cancels itself.
+    fn watch_stop(self: &Arc<Self>) {
+        if self.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Tasks are only admitted inside the run's runtime.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (me, stop) = (Arc::downgrade(self), self.shared.control.cancel.clone());
+        rt.spawn(async move {
+            stop.cancelled().await;
+            if let Some(me) = me.upgrade() {
+                lock(&me.slots).waiting.clear();
+            }
+        });
     }
 
     /// Frees a slot and hands it to the first waiter still waiting. The waiter is marked

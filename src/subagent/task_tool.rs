@@ -163,30 +163,18 @@ impl TaskTool {
 }
 
 /// Waits in the queue until the scheduler hands this task a slot (and starts it), or the
-/// run stops first.
+/// run stops first (the scheduler then drops the queue).
 async fn wait_for_slot(
     s: &Scheduler,
     rec: &TaskRecord,
     admission: Admission,
 ) -> Result<(), ToolOutput> {
-    let Admission::Queued { mut ready, .. } = admission else {
+    let Admission::Queued { ready, .. } = admission else {
         return Ok(());
     };
-    let run_cancel = s.shared.control.cancel.clone();
-    tokio::select! {
-        biased;
-        _ = run_cancel.cancelled() => {
-            // The slot may have been handed over just now: give it back.
-            if ready.try_recv().is_ok() {
-                s.release();
-            }
-            Err(rec.cancel(&s.events, &s.shared.control.cancel_message()))
-        }
-        r = &mut ready => match r {
-            Ok(()) => Ok(()),
-            // The queue was dropped without handing a slot over.
-            Err(_) => Err(rec.cancel(&s.events, &s.shared.control.cancel_message())),
-        },
+    match ready.await {
+        Ok(()) => Ok(()),
+        Err(_) => Err(rec.cancel(&s.events, &s.shared.control.cancel_message())),
     }
 }
 
@@ -255,7 +243,7 @@ fn build_agent(
             rec: rec.clone(),
             index: AtomicU32::new(0),
         }),
-        progress: rec.progress.clone(),
+        progress: rec.progress(),
         output_schema: None,
     })
 }
@@ -304,7 +292,7 @@ impl TaskObserver {
             task_id: self.rec.id.clone(),
             message_index: i,
             message,
-            usage: self.rec.progress.usage(),
+            usage: self.rec.progress().usage(),
         });
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::cannot_serve;
@@ -56,15 +57,79 @@ pub struct ScriptedCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub name: String,
-    #[serde(default = "empty_object")]
-    pub arguments: Value,
+    #[serde(default)]
+    pub arguments: ScriptedArgs,
     /// Fields the provider added to the call, sent back unchanged.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, Value>,
 }
 
-fn empty_object() -> Value {
-    Value::Object(Default::default())
+/// A call's arguments as the cassette has them: an object, or the text a provider sent
+/// (a string) when it was no JSON object. Kept as raw JSON: a fan-out's cassette holds
+/// one allocation per call, not a parsed tree.
+#[derive(Clone)]
+pub struct ScriptedArgs(Box<RawValue>);
+
+impl ScriptedArgs {
+    fn text(text: &str) -> Self {
+        match serde_json::value::to_raw_value(text) {
+            Ok(v) => Self(v),
+            // Serializing a string cannot fail.
+            Err(_) => Self::default(),
+        }
+    }
+
+    fn object(args: &ToolArgs) -> Self {
+        match RawValue::from_string(args.as_str().to_string()) {
+            Ok(v) => Self(v),
+            // `ToolArgs` is always one JSON object.
+            Err(_) => Self::default(),
+        }
+    }
+
+    /// The call these arguments make.
+    fn call(&self, id: String, name: String) -> ToolCall {
+        let raw = self.0.get();
+        match raw.starts_with('"') {
+            true => match serde_json::from_str::<String>(raw) {
+                Ok(text) => ToolCall::from_raw(id, name, &text),
+                Err(_) => ToolCall::from_raw(id, name, raw),
+            },
+            // What is not an object makes the tool answer with an error, as for a
+            // provider's stream.
+            false => ToolCall::from_raw(id, name, raw),
+        }
+    }
+}
+
+impl Default for ScriptedArgs {
+    fn default() -> Self {
+        Self::object(&ToolArgs::empty())
+    }
+}
+
+impl PartialEq for ScriptedArgs {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl std::fmt::Debug for ScriptedArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.get())
+    }
+}
+
+impl Serialize for ScriptedArgs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ScriptedArgs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(d).map(Self)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -213,26 +278,18 @@ fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
     } else {
         r.tool_calls
     };
-    let tool_calls = tool_calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let id = c.id.unwrap_or_else(|| generated_id(req, i));
-            // A string is the argument text as a provider sent it (`--record` writes broken
-            // JSON that way); anything else is the arguments themselves. Either way what is
-            // not an object makes the tool answer with an error, as for a provider's stream.
-            let mut call = match &c.arguments {
-                Value::String(text) => ToolCall::from_raw(id, c.name, text),
-                Value::Object(_) => ToolCall {
-                    arguments: ToolArgs::from_value(&c.arguments),
-                    ..ToolCall::from_raw(id, c.name, "")
-                },
-                other => ToolCall::from_raw(id, c.name, &other.to_string()),
-            };
-            call.extra = c.extra;
-            call
-        })
-        .collect::<Vec<_>>();
+    // Not collected in place: the cassette's calls are larger than a `ToolCall`, and a
+    // fan-out's transcript would keep the difference for the rest of the run.
+    let mut calls = Vec::with_capacity(tool_calls.len());
+    calls.extend(tool_calls.into_iter().enumerate().map(|(i, c)| {
+        let id = c.id.unwrap_or_else(|| generated_id(req, i));
+        // A string is the argument text as a provider sent it (`--record` writes broken
+        // JSON that way); anything else is the arguments themselves.
+        let mut call = c.arguments.call(id, c.name);
+        call.extra = c.extra;
+        call
+    }));
+    let tool_calls = calls;
     let usage = r.usage.as_ref().map(|u| Usage {
         cache_write_tokens: u.cache_write_tokens,
         ..Usage::reported(
@@ -375,8 +432,8 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
                 name: c.name.clone(),
                 // Broken arguments as they were sent, so the replay breaks the same way.
                 arguments: match &c.invalid_arguments {
-                    Some(raw) => Value::String(raw.clone()),
-                    None => c.arguments.to_value(),
+                    Some(raw) => ScriptedArgs::text(raw),
+                    None => ScriptedArgs::object(&c.arguments),
                 },
                 extra: c.extra.clone(),
             })
