@@ -76,7 +76,8 @@ impl Tool for Echo {
         }
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn call<'a>(&'a self, call: &'a ToolCall, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        let args = call.arguments.to_value();
         self.calls.lock().unwrap().push(args.clone());
         let text = args["text"].as_str().unwrap_or("").to_string();
         Box::pin(async move { ToolOutput::ok(text) })

@@ -87,7 +87,6 @@ impl Setup {
                 workspace: Arc::new(Workspace::new(dir.path(), None).unwrap()),
                 limits: Arc::new(SandboxLimits::default()),
                 cancel,
-                call_id: String::new(),
             },
             events: events.clone(),
             observer: Arc::new(LeadObserver {
@@ -840,9 +839,10 @@ impl crate::tools::Tool for Timed {
 
     fn call<'a>(
         &'a self,
-        args: Value,
+        call: &'a ToolCall,
         _ctx: &'a crate::tools::ToolContext,
     ) -> BoxFuture<'a, crate::tools::ToolOutput> {
+        let args = call.arguments.to_value();
         let id = args["text"].as_str().unwrap_or("?").to_string();
         Box::pin(async move {
             self.log.lock().unwrap().push(format!("+{id}"));

@@ -1,7 +1,9 @@
 //! The turn loop: model call → tool calls → results back → … until a final answer, a
 //! limit, an error or cancellation.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +18,7 @@ use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
     Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage,
 };
-use crate::tools::{Concurrency, Control, ToolContext, ToolOutput};
+use crate::tools::{Concurrency, Control, ToolOutput};
 
 /// Runs `agent` on `prompt` until it ends.
 pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> AgentEnd {
@@ -102,7 +104,8 @@ struct Transcript {
     last_usage: Option<Usage>,
     /// Model calls made so far.
     turn: usize,
-    seen_ids: HashSet<String>,
+    /// Hashes of the call ids given so far (see [`unique_ids`]).
+    seen_ids: HashSet<u64>,
     /// Final answers sent back for not matching the output schema.
     schema_retries: u32,
     /// Characters of the system prompt and tool specs, for the context policy's estimate.
@@ -394,20 +397,31 @@ fn debug_panic(caller: &str) {
 /// Gives every call an id unique in this agent's transcript: a repeated id gets a `-2`,
 /// `-3`, … suffix and a missing one `call_<turn>_<n>`, so `tool_call`, `tool_result`, the
 /// task id and the provider's transcript all agree.
-fn unique_ids(calls: &mut [ToolCall], seen: &mut HashSet<String>, turn: usize) {
+///
+/// The ids are remembered by a 64-bit hash, not copied: a fan-out's transcript holds its
+/// ids once. Two different ids with one hash (about 1 in 10^10 over 100,000 ids) only cost
+/// the second a needless suffix.
+fn unique_ids(calls: &mut [ToolCall], seen: &mut HashSet<u64>, turn: usize) {
+    let hash = |id: &str| {
+        let mut h = DefaultHasher::new();
+        id.hash(&mut h);
+        h.finish()
+    };
     for (i, c) in calls.iter_mut().enumerate() {
-        let base = if c.id.trim().is_empty() {
-            format!("call_{turn}_{}", i + 1)
-        } else {
-            c.id.clone()
-        };
-        let mut id = base.clone();
-        let mut k = 2;
-        while seen.contains(&id) {
-            id = format!("{base}-{k}");
-            k += 1;
+        if c.id.trim().is_empty() {
+            c.id = format!("call_{turn}_{}", i + 1);
         }
-        seen.insert(id.clone());
+        if seen.insert(hash(&c.id)) {
+            continue;
+        }
+        let mut k = 2;
+        let id = loop {
+            let candidate = format!("{}-{k}", c.id);
+            if seen.insert(hash(&candidate)) {
+                break candidate;
+            }
+            k += 1;
+        };
         c.id = id;
     }
 }
@@ -514,10 +528,6 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
 /// Runs one response's tool calls concurrently; results come back in call order. The
 /// `cut` calls answer with [`CUT_OFF_ERROR`] without running.
 async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<ToolOutput> {
-    let contexts: Vec<ToolContext> = calls
-        .iter()
-        .map(|c| agent.tool_ctx.for_call(&c.id))
-        .collect();
     for call in calls {
         agent.observer.tool_call(call);
     }
@@ -525,14 +535,14 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> 
     for group in groups(agent, calls, cut) {
         let futures: Vec<_> = group
             .map(|i| {
-                let (call, ctx) = (&calls[i], &contexts[i]);
+                let call = &calls[i];
                 // The synchronous part of `Tool::call` runs here, in call order: the task
                 // tool accepts, queues and limits calls in the order the model made them.
                 let fut: BoxFuture<'_, ToolOutput> = if cut.contains(&call.id) {
                     let out = ToolOutput::error(CUT_OFF_ERROR);
                     Box::pin(async move { out })
                 } else {
-                    dispatch(agent, call, ctx)
+                    dispatch(agent, call)
                 };
                 async move {
                     let start = Instant::now();
@@ -571,11 +581,7 @@ fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::
     out
 }
 
-fn dispatch<'a>(
-    agent: &'a Agent,
-    call: &'a ToolCall,
-    ctx: &'a ToolContext,
-) -> crate::model::BoxFuture<'a, ToolOutput> {
+fn dispatch<'a>(agent: &'a Agent, call: &'a ToolCall) -> crate::model::BoxFuture<'a, ToolOutput> {
     if let Some(raw) = &call.invalid_arguments {
         let (excerpt, _) = super::observer::cap_chars(raw, 200);
         let out = ToolOutput::error(format!(
@@ -585,7 +591,7 @@ fn dispatch<'a>(
         return Box::pin(async move { out });
     }
     match agent.tools.find(&call.name) {
-        Some(tool) => tool.call(call.arguments.to_value(), ctx),
+        Some(tool) => tool.call(call, &agent.tool_ctx),
         None => {
             let names = agent.tools.names();
             let out = ToolOutput::error(format!(

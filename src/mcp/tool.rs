@@ -12,7 +12,7 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 
 use super::session::Session;
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::{Content, Media, Tool, ToolContext, ToolOutput, ToolStatus};
 
 pub struct McpTool {
@@ -154,7 +154,8 @@ impl Tool for McpTool {
         }
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        let args = call.arguments.to_value();
         Box::pin(async move {
             let out = self.run(args, ctx).await;
             limit(out, ctx.limits.bash_output_max_chars)

@@ -78,6 +78,21 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// A call with well-formed arguments.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<ToolArgs>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            invalid_arguments: None,
+            extra: Map::new(),
+        }
+    }
+
     /// Builds a call from the argument text a provider streamed.
     pub fn from_raw(id: String, name: String, raw: &str) -> Self {
         let (arguments, invalid_arguments) = if raw.trim().is_empty() {

@@ -338,7 +338,6 @@ fn lead_agent(
             workspace: spec.workspace.clone(),
             limits: spec.limits.clone(),
             cancel: control.cancel.clone(),
-            call_id: String::new(),
         },
         events: events.clone(),
         observer: Arc::new(LeadObserver {

@@ -14,9 +14,10 @@ use crate::tools::ToolOutput;
 use crate::usage::UsageTotals;
 
 pub struct TaskRecord {
-    pub id: String,
-    pub description: String,
-    pub prompt: String,
+    /// The id, description and prompt in one allocation, split at `ends`: a fan-out holds
+    /// every queued task's record, and three small strings cost three allocations each.
+    text: Box<str>,
+    ends: [usize; 2],
     pub kind: Arc<SubagentType>,
     pub state: StateCell,
     /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
@@ -29,15 +30,27 @@ pub struct TaskRecord {
 impl TaskRecord {
     pub fn new(id: &str, description: &str, prompt: &str, kind: Arc<SubagentType>) -> Self {
         Self {
-            id: id.to_string(),
-            description: description.to_string(),
-            prompt: prompt.to_string(),
+            text: [id, description, prompt].concat().into(),
+            ends: [id.len(), id.len() + description.len()],
             kind,
             state: StateCell::default(),
             progress: OnceLock::new(),
             started: Mutex::new(None),
             accepted: Instant::now(),
         }
+    }
+
+    /// The task id: the lead's call id.
+    pub fn id(&self) -> &str {
+        &self.text[..self.ends[0]]
+    }
+
+    pub fn description(&self) -> &str {
+        &self.text[self.ends[0]..self.ends[1]]
+    }
+
+    pub fn prompt(&self) -> &str {
+        &self.text[self.ends[1]..]
     }
 
     /// The sub-agent's running tally, shared with its agent loop.
@@ -70,8 +83,8 @@ impl TaskRecord {
         }
         *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         events.emit(Event::TaskStarted {
-            task_id: self.id.clone(),
-            description: self.description.clone(),
+            task_id: self.id().to_string(),
+            description: self.description().to_string(),
             subagent_type: self.kind.name.clone(),
             model: self.kind.model.clone(),
             max_turns: self.kind.max_turns,
@@ -90,7 +103,7 @@ impl TaskRecord {
             return self.already_ended();
         }
         events.emit(Event::TaskCompleted {
-            task_id: self.id.clone(),
+            task_id: self.id().to_string(),
             result: result.clone(),
             usage: self.usage(),
             turns: self.turns(),
@@ -105,7 +118,7 @@ impl TaskRecord {
             return self.already_ended();
         }
         events.emit(Event::TaskFailed {
-            task_id: self.id.clone(),
+            task_id: self.id().to_string(),
             error: error.to_string(),
             usage: self.usage(),
             turns: self.turns(),
@@ -124,7 +137,7 @@ impl TaskRecord {
             return self.already_ended();
         }
         events.emit(Event::TaskTimedOut {
-            task_id: self.id.clone(),
+            task_id: self.id().to_string(),
             error: error.clone(),
             timeout_seconds: self.kind.timeout_seconds,
             usage: self.usage(),
@@ -138,7 +151,7 @@ impl TaskRecord {
             return self.already_ended();
         }
         events.emit(Event::TaskCancelled {
-            task_id: self.id.clone(),
+            task_id: self.id().to_string(),
             error: error.to_string(),
             usage: self.usage(),
             duration_ms: self.duration_ms(),

@@ -165,8 +165,8 @@ impl Scheduler {
         }
         let position = s.waiting.len() as u32;
         self.events.emit(Event::TaskQueued {
-            task_id: rec.id.clone(),
-            description: rec.description.clone(),
+            task_id: rec.id().to_string(),
+            description: rec.description().to_string(),
             subagent_type: rec.kind.name.clone(),
             position,
         });

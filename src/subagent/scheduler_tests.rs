@@ -1,6 +1,7 @@
 //! The scheduler's admission and queue order, and what the task tool answers the lead for
 //! each way a sub-agent can end — without a binary or a provider.
 
+use crate::model::ToolCall;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -87,7 +88,6 @@ impl Fixture {
             workspace,
             limits,
             cancel: control.cancel.clone(),
-            call_id: String::new(),
         };
         Self {
             sched,
@@ -122,7 +122,7 @@ impl Fixture {
     async fn task(&self, id: &str, description: &str, kind: &str) -> (ToolStatus, String) {
         let tool = TaskTool::new(self.sched.clone());
         let args = json!({"description": description, "prompt": "do it", "subagent_type": kind});
-        let out = tool.call(args, &self.ctx.for_call(id)).await;
+        let out = tool.call(&ToolCall::new(id, "task", args), &self.ctx).await;
         (out.status, out.text().into_owned())
     }
 }
@@ -281,7 +281,7 @@ async fn an_empty_prompt_is_refused_and_no_task() {
     let f = Fixture::new(vec![text("never")], 1, 2, 5);
     let tool = TaskTool::new(f.sched.clone());
     let args = json!({"description": "d", "prompt": "  \n", "subagent_type": "general-purpose"});
-    let out = tool.call(args, &f.ctx.for_call("t1")).await;
+    let out = tool.call(&ToolCall::new("t1", "task", args), &f.ctx).await;
     assert_eq!(out.status, ToolStatus::Error);
     assert!(out
         .text()

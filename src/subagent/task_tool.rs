@@ -90,8 +90,8 @@ impl Tool for TaskTool {
 
     /// Validation, the task limit and admission happen before the future is returned, so
     /// calls of one response are accepted and queued in the order the model made them.
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        let out = match self.prepare(args, ctx) {
+    fn call<'a>(&'a self, call: &'a ToolCall, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        let out = match self.prepare(call) {
             Ok(start) => start,
             Err(out) => return Box::pin(async move { out }),
         };
@@ -125,14 +125,10 @@ impl Tool for TaskTool {
 }
 
 impl TaskTool {
-    fn prepare(
-        &self,
-        args: Value,
-        ctx: &ToolContext,
-    ) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
+    fn prepare(&self, call: &ToolCall) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
         let s = &self.scheduler;
         let args: TaskArgs =
-            parse(args).map_err(|e| ToolOutput::error(format!("Task failed. {e}")))?;
+            parse(&call.arguments).map_err(|e| ToolOutput::error(format!("Task failed. {e}")))?;
         let description = args.description.trim().to_string();
         let prompt = args.prompt;
         // A sub-agent with nothing to do would only spend a turn finding that out.
@@ -149,7 +145,7 @@ impl TaskTool {
                 .emit(Event::warning("unknown_subagent_type", msg.clone()));
             return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
         };
-        let Some(rec) = s.accept(&ctx.call_id, &description, &prompt, t) else {
+        let Some(rec) = s.accept(&call.id, &description, &prompt, t) else {
             let msg = format!(
                 "task limit reached: this run may start at most {} sub-agents (--max-tasks)",
                 s.max_tasks()
@@ -186,7 +182,7 @@ async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
         Err(e) => return rec.fail(&s.events, &e, None),
     };
     let timeout = Duration::from_secs_f64(rec.kind.timeout_seconds.max(0.0));
-    let run = run_agent(&agent, &s.shared, rec.prompt.clone());
+    let run = run_agent(&agent, &s.shared, rec.prompt().to_string());
     tokio::pin!(run);
     let end = tokio::select! {
         end = &mut run => Some(end),
@@ -210,7 +206,7 @@ fn build_agent(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Agent, String> {
     let t = &rec.kind;
-    let events = s.events.for_task(&rec.id);
+    let events = s.events.for_task(rec.id());
     // Every reachable model is resolved before the run starts, so this only guards a bug.
     let model = s
         .setup
@@ -221,8 +217,8 @@ fn build_agent(
     let kit = s.kit(t);
     Ok(Agent {
         id: AgentId::Task {
-            description: rec.description.clone(),
-            task_id: rec.id.clone(),
+            description: rec.description().to_string(),
+            task_id: rec.id().to_string(),
         },
         caller: format!("subagent:{}", t.name),
         model,
@@ -233,9 +229,8 @@ fn build_agent(
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),
-            limits: s.limits.for_task(&rec.id),
+            limits: s.limits.for_task(rec.id()),
             cancel,
-            call_id: String::new(),
         },
         events: events.clone(),
         observer: Arc::new(TaskObserver {
@@ -289,7 +284,7 @@ impl TaskObserver {
         }
         let i = self.index.fetch_add(1, Ordering::SeqCst) + 1;
         self.events.emit(Event::TaskRunning {
-            task_id: self.rec.id.clone(),
+            task_id: self.rec.id().to_string(),
             message_index: i,
             message,
             usage: self.rec.progress().usage(),
@@ -330,6 +325,7 @@ impl Observer for TaskObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ToolArgs;
     use crate::tools::args::assert_schema_matches;
 
     #[test]
@@ -351,8 +347,10 @@ mod tests {
                 "required": ["description", "prompt", "subagent_type"]
             })
         );
-        let err = parse::<TaskArgs>(json!({"description": "d", "prompt": 3, "subagent_type": "x"}))
-            .unwrap_err();
+        let err = parse::<TaskArgs>(&ToolArgs::from(
+            json!({"description": "d", "prompt": 3, "subagent_type": "x"}),
+        ))
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "Error: missing required string argument 'prompt'"

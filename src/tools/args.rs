@@ -21,7 +21,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::ToolOutput;
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolArgs, ToolSpec};
 
 /// A refused argument: the text the model sees, which names the argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub fn spec<A: JsonSchema + 'static>(name: &str, description: &str) -> ToolSpec 
 
 /// A tool call's body: parses the arguments into `A` and runs `body`, or answers with the
 /// error naming the bad argument.
-pub fn with_args<'a, A, F>(args: Value, body: impl FnOnce(A) -> F) -> BoxFuture<'a, ToolOutput>
+pub fn with_args<'a, A, F>(args: &ToolArgs, body: impl FnOnce(A) -> F) -> BoxFuture<'a, ToolOutput>
 where
     A: DeserializeOwned + JsonSchema + 'static,
     F: Future<Output = ToolOutput> + Send + 'a,
@@ -146,9 +146,20 @@ fn tidy(schema: &mut Value) {
 }
 
 /// Parses a call's arguments into `A`, or says which argument is wrong.
-///
-/// Arguments that are not a JSON object count as an empty object, as they always have.
-pub fn parse<A: DeserializeOwned + JsonSchema + 'static>(args: Value) -> Result<A, ArgError> {
+pub fn parse<A: DeserializeOwned + JsonSchema + 'static>(args: &ToolArgs) -> Result<A, ArgError> {
+    // Straight from the text: no map of the arguments is built for a call that is fine.
+    let mut text = serde_json::Deserializer::from_str(args.as_str());
+    match A::deserialize(&mut text) {
+        Ok(a) => Ok(a),
+        // The refusal is worded from the arguments as a map, which also takes a repeated
+        // key the way a map does (the last one counts).
+        Err(_) => parse_value(args.to_value()),
+    }
+}
+
+/// [`parse`] from a value. Arguments that are not a JSON object count as an empty object,
+/// as they always have.
+pub fn parse_value<A: DeserializeOwned + JsonSchema + 'static>(args: Value) -> Result<A, ArgError> {
     let args = match args {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -321,17 +332,18 @@ pub(crate) fn assert_schema_matches<A: DeserializeOwned + JsonSchema + 'static>(
         );
         assert!(prop["type"].is_string(), "{name}: {prop}");
     }
-    parse::<A>(Value::Object(sample.clone())).expect("the full sample parses");
+    parse::<A>(&ToolArgs::from(Value::Object(sample.clone()))).expect("the full sample parses");
     let only_required: Map<String, Value> = sample
         .iter()
         .filter(|(k, _)| required.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    parse::<A>(Value::Object(only_required.clone())).expect("the required fields suffice");
+    parse::<A>(&ToolArgs::from(Value::Object(only_required.clone())))
+        .expect("the required fields suffice");
     for name in required {
         let mut without = only_required.clone();
         without.remove(*name);
-        let err = parse::<A>(Value::Object(without)).err();
+        let err = parse::<A>(&ToolArgs::from(Value::Object(without))).err();
         assert!(
             err.as_ref()
                 .is_some_and(|e| e.0.contains(&format!("'{name}'"))),
@@ -399,7 +411,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused_naming_the_field() {
-        let err = |args: Value| parse::<Sample>(args).unwrap_err().0;
+        let err = |args: Value| parse::<Sample>(&ToolArgs::from(args)).unwrap_err().0;
         let cases = [
             (
                 json!({"items": []}),
@@ -448,8 +460,21 @@ mod tests {
     }
 
     #[test]
+    fn arguments_parse_from_their_text_the_way_a_map_of_them_does() {
+        let args = |text: &str| ToolArgs::parse(text).unwrap();
+        let a: Sample = parse(&args(r#"{"name":"n","items":["a"],"on":"yes"}"#)).unwrap();
+        assert_eq!((a.name.as_str(), a.items.len()), ("n", 1));
+        // A repeated key fails the straight parse; as a map the last one counts.
+        let a: Sample = parse(&args(r#"{"name":"first","items":[],"name":"last"}"#)).unwrap();
+        assert_eq!(a.name, "last");
+        // A refusal names the first missing field in declaration order, whatever came first.
+        let err = parse::<Sample>(&args(r#"{"count":"x","items":3}"#)).unwrap_err();
+        assert_eq!(err.0, "Error: missing required string argument 'name'");
+    }
+
+    #[test]
     fn leniency_is_kept() {
-        let ok = |args: Value| parse::<Sample>(args).unwrap();
+        let ok = |args: Value| parse::<Sample>(&ToolArgs::from(args)).unwrap();
         let base = |extra: Value| {
             let mut m = json!({"name": "n", "items": ["a"]});
             m.as_object_mut()
@@ -483,11 +508,15 @@ mod tests {
             n: Option<i64>,
         }
         assert_eq!(
-            parse::<Strict>(json!({"x": 1})).unwrap_err().0,
+            parse::<Strict>(&ToolArgs::from(json!({"x": 1})))
+                .unwrap_err()
+                .0,
             "Error: 'x' must be a string"
         );
         assert_eq!(
-            parse::<Strict>(json!({"n": "a"})).unwrap_err().0,
+            parse::<Strict>(&ToolArgs::from(json!({"n": "a"})))
+                .unwrap_err()
+                .0,
             "Error: 'n' must be an integer"
         );
     }

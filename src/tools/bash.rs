@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::args::{lenient, spec, with_args};
 use super::{Tool, ToolContext, ToolOutput};
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::sandbox::{ExecEnd, ExecOutput, ExecRequest};
 
 pub const DISABLED: &str = "Error: host bash is disabled. It runs commands unconfined with the \
@@ -47,12 +46,12 @@ impl Tool for BashTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         // Refused before its arguments are looked at, as it always was.
         if !ctx.limits.allow_host_bash {
             return Box::pin(async { ToolOutput::error(DISABLED) });
         }
-        with_args(args, move |a: BashArgs| async move {
+        with_args(&call.arguments, move |a: BashArgs| async move {
             run_command(&a.command, ctx).await
         })
     }

@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::args::{lenient, spec, with_args, Count};
 use super::read_range::{read_range, Excerpt};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::text::{cut, Keep};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::paths::OUTSIDE;
@@ -256,8 +255,8 @@ impl Tool for LsTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |a: LsArgs| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |a: LsArgs| async move {
             let path = a.path.as_deref().unwrap_or(".");
             let abs = match resolve(ctx, path, Access::Read) {
                 Ok(p) => p,
@@ -365,8 +364,8 @@ impl Tool for ReadFileTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |a| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |a| async move {
             read_file(a, ctx).await.unwrap_or_else(|e| e)
         })
     }
@@ -443,8 +442,8 @@ impl Tool for WriteFileTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |a| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |a| async move {
             write_file(a, ctx).await.unwrap_or_else(|e| e)
         })
     }
@@ -492,8 +491,8 @@ impl Tool for StrReplaceTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |a| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |a| async move {
             str_replace(a, ctx).await.unwrap_or_else(|e| e)
         })
     }
@@ -537,7 +536,6 @@ pub(crate) mod tests {
             workspace: Arc::new(Workspace::new(dir, None).unwrap()),
             limits: Arc::new(limits),
             cancel: CancellationToken::new(),
-            call_id: String::new(),
         }
     }
 
@@ -548,9 +546,9 @@ pub(crate) mod tests {
     pub(crate) async fn run(
         tool: &dyn Tool,
         ctx: &ToolContext,
-        args: Value,
+        args: serde_json::Value,
     ) -> (ToolStatus, String) {
-        let out = tool.call(args, ctx).await;
+        let out = tool.call(&ToolCall::new("c", tool.name(), args), ctx).await;
         (out.status, out.into_text())
     }
 
@@ -870,7 +868,6 @@ pub(crate) mod tests {
             workspace: Arc::new(Workspace::new(dir.path(), Some(skills.path())).unwrap()),
             limits: Arc::new(SandboxLimits::default()),
             cancel: CancellationToken::new(),
-            call_id: String::new(),
         };
         let ls = run(&LsTool, &c, json!({"path": "/mnt/skills"})).await;
         assert_eq!(
@@ -923,7 +920,13 @@ pub(crate) mod tests {
                 for i in 0..25 {
                     let line = format!("task {t} line {i} {}\n", "x".repeat(500));
                     let args = json!({"path": "log.txt", "content": line, "append": true});
-                    assert_eq!(WriteFileTool.call(args, &c).await.into_text(), "OK");
+                    assert_eq!(
+                        WriteFileTool
+                            .call(&ToolCall::new("c", "", args), &c)
+                            .await
+                            .into_text(),
+                        "OK"
+                    );
                 }
             }));
         }
@@ -948,7 +951,7 @@ pub(crate) mod tests {
                 let c = c.clone();
                 tokio::spawn(async move {
                     let args = json!({"path": "f.txt", "old_str": format!("item{i:02}\n"), "new_str": format!("done{i:02}\n")});
-                    StrReplaceTool.call(args, &c).await.into_text()
+                    StrReplaceTool.call(&ToolCall::new("c", "", args), &c).await.into_text()
                 })
             })
             .collect();
@@ -1099,7 +1102,7 @@ pub(crate) mod tests {
         let mut ok = 0;
         for i in 0..200 {
             let args = json!({"path": format!("a/d{}/f{i}.txt", i % 3), "content": "x"});
-            let out = WriteFileTool.call(args, &c).await;
+            let out = WriteFileTool.call(&ToolCall::new("c", "", args), &c).await;
             if out.status == O {
                 ok += 1;
             } else {

@@ -4,11 +4,10 @@ use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::args::{lenient, spec, with_args};
 use super::{Control, Tool, ToolContext, ToolOutput};
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::Access;
 
 /// Marks files as the run's outputs (`run_completed.artifacts`).
@@ -36,8 +35,11 @@ impl Tool for PresentFilesTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |a| async move { self.present(a, ctx) })
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(
+            &call.arguments,
+            move |a| async move { self.present(a, ctx) },
+        )
     }
 }
 
@@ -102,8 +104,8 @@ impl Tool for AskClarificationTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, |a: AskClarificationArgs| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, |a: AskClarificationArgs| async move {
             let mut text = format!("Clarification requested: {}", a.question);
             if let Some(c) = &a.context {
                 text.push_str(&format!("\nContext: {c}"));
@@ -155,7 +157,11 @@ mod tests {
         let c = ctx(dir.path());
         let out = AskClarificationTool
             .call(
-                json!({"question": "Which?", "options": ["a", 1, "b"], "context": "why"}),
+                &ToolCall::new(
+                    "c",
+                    "ask_clarification",
+                    json!({"question": "Which?", "options": ["a", 1, "b"], "context": "why"}),
+                ),
                 &c,
             )
             .await;
@@ -168,7 +174,14 @@ mod tests {
             })
         );
         let out = AskClarificationTool
-            .call(json!({"question": "Q", "options": "a", "context": 3}), &c)
+            .call(
+                &ToolCall::new(
+                    "c",
+                    "",
+                    json!({"question": "Q", "options": "a", "context": 3}),
+                ),
+                &c,
+            )
             .await;
         assert_eq!(
             (out.status, &*out.text()),
@@ -181,7 +194,9 @@ mod tests {
                 options: vec![]
             })
         );
-        let out = AskClarificationTool.call(json!({}), &c).await;
+        let out = AskClarificationTool
+            .call(&ToolCall::new("c", "", json!({})), &c)
+            .await;
         assert_eq!(
             (out.status, out.into_text()),
             (
@@ -222,7 +237,7 @@ mod tests {
             ),
         ];
         for (args, status, want) in cases {
-            let out = tool.call(args.clone(), &c).await;
+            let out = tool.call(&ToolCall::new("c", "", args.clone()), &c).await;
             assert_eq!(
                 (out.status, out.into_text()),
                 (status, want.to_string()),

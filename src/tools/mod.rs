@@ -13,10 +13,9 @@ pub mod search;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,17 +184,6 @@ pub struct ToolContext {
     pub limits: Arc<SandboxLimits>,
     /// Cancelled when the calling agent (task or run) is cancelled or times out.
     pub cancel: CancellationToken,
-    /// The id of the tool call being served (the task tool makes it the task id).
-    pub call_id: String,
-}
-
-impl ToolContext {
-    pub fn for_call(&self, call_id: &str) -> Self {
-        Self {
-            call_id: call_id.to_string(),
-            ..self.clone()
-        }
-    }
 }
 
 /// How a call may overlap the other calls of the same response (contract §12).
@@ -213,7 +201,9 @@ pub trait Tool: Send + Sync {
     /// The name the model calls it by (the same as `spec().name`, without building the spec).
     fn name(&self) -> &str;
     fn spec(&self) -> ToolSpec;
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+    /// Serves one call of the model: its arguments, and its id (the task tool makes it the
+    /// task id).
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
     /// Exclusive unless the tool says otherwise, so a new tool is ordered safely.
     fn concurrency(&self) -> Concurrency {
         Concurrency::Exclusive

@@ -93,9 +93,10 @@ impl ToolRegistry {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::model::ToolCall;
     use crate::model::{BoxFuture, ToolSpec};
     use crate::tools::{ToolContext, ToolOutput};
-    use serde_json::{json, Value};
+    use serde_json::json;
 
     /// A tool that joins at start-up, as an MCP server's tool would.
     pub(crate) struct Joined(pub &'static str);
@@ -111,7 +112,7 @@ pub(crate) mod tests {
                 parameters: json!({"type": "object", "properties": {}, "required": []}),
             }
         }
-        fn call<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        fn call<'a>(&'a self, _: &'a ToolCall, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async { ToolOutput::ok("joined") })
         }
     }

@@ -11,13 +11,12 @@ use ignore::WalkState;
 use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{lenient, spec, with_args, Count};
 use super::fs::{decode_text, looks_binary, resolve, IGNORED_DIRS};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
-use crate::model::{BoxFuture, ToolSpec};
+use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::{Access, Workspace};
 
 const GLOB_DEFAULT_MAX: u64 = 200;
@@ -184,8 +183,8 @@ impl Tool for GlobTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |args: GlobArgs| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |args: GlobArgs| async move {
             let prepared = (|| {
                 // Paths are matched relative to the search root, so a leading "./" means nothing.
                 let pattern = args.pattern.trim_start_matches("./");
@@ -318,8 +317,8 @@ impl Tool for GrepTool {
         )
     }
 
-    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        with_args(args, move |args: GrepArgs| async move {
+    fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        with_args(&call.arguments, move |args: GrepArgs| async move {
             let query = match GrepQuery::from_args(args, ctx) {
                 Ok(q) => q,
                 Err(e) => return e,
