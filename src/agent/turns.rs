@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::future::join_all;
+use futures_util::stream::{FuturesOrdered, StreamExt};
 
 use super::context::{AgentPort, History, PreCall, Reason};
 use super::final_answer::{self, Checked};
@@ -295,23 +295,18 @@ impl Transcript {
         agent
             .observer
             .assistant(turn.text.as_deref(), turn.thought.as_deref(), &calls);
-        // The calls go into the transcript once and run from there: a fan-out's arguments
-        // are not held twice.
+        let outputs = run_tools(agent, &calls, cut).await;
+        let mut clarify = None;
+        // The results go straight into the transcript behind their assistant message, which
+        // gets its calls last: a fan-out's calls and results are never held twice.
+        let at = self.history.len();
         self.history.push(Message::Assistant {
             text: turn.text,
-            tool_calls: calls,
+            tool_calls: Vec::new(),
             reasoning: turn.reasoning,
         });
-        let calls: &[ToolCall] = match self.history.messages().last() {
-            Some(Message::Assistant { tool_calls, .. }) => tool_calls,
-            _ => &[],
-        };
-        let outputs = run_tools(agent, calls, cut).await;
-        let mut clarify = None;
-        let results: Vec<Message> = calls
-            .iter()
-            .zip(outputs)
-            .map(|(call, mut out)| {
+        self.history
+            .extend(calls.iter().zip(outputs).map(|(call, mut out)| {
                 if let Some(Control::Clarify { question, options }) = out.control.take() {
                     clarify.get_or_insert(AgentEnd::Clarify { question, options });
                 }
@@ -320,9 +315,8 @@ impl Transcript {
                     name: call.name.clone(),
                     content: agent.context.tool_result(call, out.into_text()),
                 }
-            })
-            .collect();
-        self.history.extend(results);
+            }));
+        self.history.set_calls(at, calls);
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
             content.push_str("\n\n");
             content.push_str(&n);
@@ -533,7 +527,8 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> 
     }
     let mut outputs = Vec::with_capacity(calls.len());
     for group in groups(agent, calls, cut) {
-        let futures: Vec<_> = group
+        // Each call's future goes straight into the ordered set: no list of them first.
+        let mut ordered: FuturesOrdered<_> = group
             .map(|i| {
                 let call = &calls[i];
                 // The synchronous part of `Tool::call` runs here, in call order: the task
@@ -552,7 +547,10 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> 
                 }
             })
             .collect();
-        outputs.extend(join_all(futures).await);
+        // Results are taken in call order as they come, into `outputs` sized up front.
+        while let Some(out) = ordered.next().await {
+            outputs.push(out);
+        }
     }
     outputs
 }

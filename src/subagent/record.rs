@@ -2,7 +2,11 @@
 //! emits the task's one terminal event and returns what the lead model sees, so whoever
 //! ends a task first (the sub-agent, its timeout, the run's shutdown) reports it, once.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
+
+use futures_util::task::AtomicWaker;
 use std::time::Instant;
 
 use super::state::{StateCell, TaskState};
@@ -22,10 +26,24 @@ pub struct TaskRecord {
     pub state: StateCell,
     /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
     progress: OnceLock<Arc<Progress>>,
+    /// How the queue answers this task's wait for a slot.
+    slot: Slot,
     /// Set when the task started running (its timeout counts from here).
     pub started: Mutex<Option<Instant>>,
     pub accepted: Instant,
 }
+
+/// A queued task's wait for a slot: one answer and the waker of the one future waiting
+/// for it. It lives in the record, so a queued task costs no channel of its own.
+#[derive(Default)]
+struct Slot {
+    answer: AtomicU8,
+    waker: AtomicWaker,
+}
+
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const REFUSED: u8 = 2;
 
 impl TaskRecord {
     pub fn new(id: &str, description: &str, prompt: &str, kind: Arc<SubagentType>) -> Self {
@@ -35,6 +53,7 @@ impl TaskRecord {
             kind,
             state: StateCell::default(),
             progress: OnceLock::new(),
+            slot: Slot::default(),
             started: Mutex::new(None),
             accepted: Instant::now(),
         }
@@ -51,6 +70,31 @@ impl TaskRecord {
 
     pub fn prompt(&self) -> &str {
         &self.text[self.ends[1]..]
+    }
+
+    /// The scheduler's answer to a queued task: run now (`true`), or never, the run
+    /// stopped (`false`). Wakes the task's wait.
+    pub(super) fn answer_slot(&self, granted: bool) {
+        let answer = if granted { GRANTED } else { REFUSED };
+        // The first answer stands: a slot handed over is not taken back by a late stop.
+        let _ =
+            self.slot
+                .answer
+                .compare_exchange(WAITING, answer, Ordering::SeqCst, Ordering::SeqCst);
+        self.slot.waker.wake();
+    }
+
+    /// Waits for [`answer_slot`](Self::answer_slot); whether a slot was granted.
+    pub(super) async fn slot_answer(&self) -> bool {
+        std::future::poll_fn(|cx| {
+            // Registered before the answer is read, so an answer given in between wakes us.
+            self.slot.waker.register(cx.waker());
+            match self.slot.answer.load(Ordering::SeqCst) {
+                WAITING => Poll::Pending,
+                a => Poll::Ready(a == GRANTED),
+            }
+        })
+        .await
     }
 
     /// The sub-agent's running tally, shared with its agent loop.

@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-
 use super::record::TaskRecord;
 use super::state::TaskState;
 use super::{SubagentSetup, SubagentType};
@@ -31,7 +29,7 @@ pub struct SchedulerLimits {
 #[derive(Default)]
 struct Slots {
     running: u32,
-    waiting: VecDeque<(Arc<TaskRecord>, oneshot::Sender<()>)>,
+    waiting: VecDeque<Arc<TaskRecord>>,
 }
 
 pub struct Scheduler {
@@ -59,13 +57,11 @@ pub struct Kit {
     pub tools: Arc<Toolset>,
 }
 
-/// Whether a task may run now or has to wait for a slot.
+/// Whether a task may run now or has to wait for a slot (see [`TaskRecord::slot_answer`]).
+#[derive(Debug, PartialEq, Eq)]
 pub enum Admission {
     Now,
-    Queued {
-        position: u32,
-        ready: oneshot::Receiver<()>,
-    },
+    Queued { position: u32 },
 }
 
 impl Scheduler {
@@ -158,10 +154,11 @@ impl Scheduler {
             return Admission::Now;
         }
         self.watch_stop();
-        let (tx, rx) = oneshot::channel();
-        // A stopped run queues nothing: the dropped sender cancels the task at once.
-        if !self.shared.control.cancel.is_cancelled() {
-            s.waiting.push_back((rec.clone(), tx));
+        if self.shared.control.cancel.is_cancelled() {
+            // A stopped run queues nothing: the task is cancelled at once.
+            rec.answer_slot(false);
+        } else {
+            s.waiting.push_back(rec.clone());
         }
         let position = s.waiting.len() as u32;
         self.events.emit(Event::TaskQueued {
@@ -170,10 +167,7 @@ impl Scheduler {
             subagent_type: rec.kind.name.clone(),
             position,
         });
-        Admission::Queued {
-            position,
-            ready: rx,
-        }
+        Admission::Queued { position }
     }
 
     /// A queued task waits on its slot alone, not also on the run's cancellation (a
@@ -192,7 +186,9 @@ impl Scheduler {
         rt.spawn(async move {
             stop.cancelled().await;
             if let Some(me) = me.upgrade() {
-                lock(&me.slots).waiting.clear();
+                for rec in lock(&me.slots).waiting.drain(..) {
+                    rec.answer_slot(false);
+                }
             }
         });
     }
@@ -205,16 +201,15 @@ impl Scheduler {
         s.running = s.running.saturating_sub(1);
         // A stopped run starts nothing: its waiters cancel themselves.
         while s.running < self.max_concurrent && !self.shared.control.cancel.is_cancelled() {
-            let Some((rec, tx)) = s.waiting.pop_front() else {
+            let Some(rec) = s.waiting.pop_front() else {
                 break;
             };
             // A task cancelled while queued has its terminal state already: skip it.
             if !rec.start(&self.events) {
                 continue;
             }
-            if tx.send(()).is_ok() {
-                s.running += 1;
-            }
+            rec.answer_slot(true);
+            s.running += 1;
         }
     }
 

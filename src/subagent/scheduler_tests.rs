@@ -173,11 +173,13 @@ async fn tasks_start_up_to_the_limit_then_queue_in_order() {
     assert_eq!(recs[3].cancel(&f.events, "gone").status, ToolStatus::Error);
     f.sched.release();
     f.sched.release();
-    let mut admissions = admissions.into_iter().skip(2);
-    let Some(Admission::Queued { mut ready, .. }) = admissions.next() else {
-        panic!("c was queued")
-    };
-    assert!(ready.try_recv().is_ok(), "c got its slot");
+    use futures_util::FutureExt;
+    assert_eq!(
+        recs[2].slot_answer().now_or_never(),
+        Some(true),
+        "c got its slot"
+    );
+    assert_eq!(recs[3].slot_answer().now_or_never(), None, "d was skipped");
     let counts = f.sched.counts();
     assert_eq!((counts.total, counts.cancelled), (4, 1));
     let order: Vec<(String, String)> = f
@@ -340,4 +342,36 @@ async fn a_cancelled_run_cancels_a_queued_task_without_starting_it() {
         .map(|(_, id, _)| id)
         .collect();
     assert_eq!(started, ["busy"]);
+}
+
+#[tokio::test]
+async fn a_run_stopping_wakes_its_queued_tasks_and_they_cancel_themselves() {
+    let mut f = Fixture::new(vec![], 1, 3, 5);
+    let holder = f.sched.accept("busy", "busy", "p", kind(5)).unwrap();
+    assert!(matches!(f.sched.admit(&holder), Admission::Now));
+    let stop = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        f.ctx.cancel.cancel();
+    };
+    let ((s1, m1), (s2, _), ()) = tokio::join!(
+        f.task("t1", "waits", "general-purpose"),
+        f.task("t2", "waits too", "general-purpose"),
+        stop
+    );
+    assert_eq!((s1, s2), (ToolStatus::Error, ToolStatus::Error));
+    assert_eq!(m1, "Task cancelled. Error: Run cancelled");
+    let seen: Vec<(String, String)> = f
+        .events()
+        .into_iter()
+        .filter(|(t, ..)| t.starts_with("task_"))
+        .map(|(t, id, _)| (t, id))
+        .collect();
+    let expect = [
+        ("task_started", "busy"),
+        ("task_queued", "t1"),
+        ("task_queued", "t2"),
+        ("task_cancelled", "t1"),
+        ("task_cancelled", "t2"),
+    ];
+    assert_eq!(seen, expect.map(|(t, id)| (t.to_string(), id.to_string())));
 }

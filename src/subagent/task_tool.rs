@@ -165,13 +165,10 @@ async fn wait_for_slot(
     rec: &TaskRecord,
     admission: Admission,
 ) -> Result<(), ToolOutput> {
-    let Admission::Queued { ready, .. } = admission else {
+    if admission == Admission::Now || rec.slot_answer().await {
         return Ok(());
-    };
-    match ready.await {
-        Ok(()) => Ok(()),
-        Err(_) => Err(rec.cancel(&s.events, &s.shared.control.cancel_message())),
     }
+    Err(rec.cancel(&s.events, &s.shared.control.cancel_message()))
 }
 
 /// Runs the sub-agent under its timeout and turns its end into the terminal event.
