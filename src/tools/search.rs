@@ -790,6 +790,48 @@ mod tests {
         }
     }
 
+    /// What a walk shows: hidden paths, files named like an ignored directory, links as
+    /// paths of their own (never descended, never searched); ignored directories at any depth
+    /// are left out whole.
+    #[tokio::test]
+    async fn walk_rules_hold_at_every_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        for d in [".hidden", "deep/x/target", "deep/x/.venv", "empty", "src"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        for f in [
+            ".env.txt",
+            ".hidden/a.txt",
+            "deep/target",
+            "deep/x/target/t.txt",
+            "deep/x/.venv/v.txt",
+            "src/node_modules",
+        ] {
+            std::fs::write(r.join(f), "needle\n").unwrap();
+        }
+        std::os::unix::fs::symlink(r.join("deep"), r.join("link_dir")).unwrap();
+        std::os::unix::fs::symlink(r.join(".env.txt"), r.join("link_file.txt")).unwrap();
+        let c = ctx(r);
+        let got = run(
+            &GlobTool,
+            &c,
+            json!({"pattern": "**", "include_dirs": true}),
+        )
+        .await;
+        let want = "Found 11 paths under .\n1. .env.txt\n2. .hidden/\n3. .hidden/a.txt\n\
+                    4. deep/\n5. deep/target\n6. deep/x/\n7. empty/\n8. link_dir\n\
+                    9. link_file.txt\n10. src/\n11. src/node_modules";
+        assert_eq!(got, (O, want.to_string()));
+        let got = run(&GlobTool, &c, json!({"pattern": "*/*"})).await;
+        let want = "Found 3 paths under .\n1. .hidden/a.txt\n2. deep/target\n3. src/node_modules";
+        assert_eq!(got, (O, want.to_string()));
+        let got = run(&GrepTool, &c, json!({"pattern": "needle"})).await;
+        let want = ".env.txt:1: needle\n.hidden/a.txt:1: needle\ndeep/target:1: needle\n\
+                    src/node_modules:1: needle";
+        assert_eq!(got, (O, want.to_string()));
+    }
+
     #[tokio::test]
     async fn glob_does_not_follow_symlinked_dir_outside() {
         let dir = tempfile::tempdir().unwrap();
