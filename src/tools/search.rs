@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{lenient, spec, with_args, Count};
-use super::fs::{decode_text, looks_binary, resolve, IGNORED_DIRS};
+use super::fs::{decode_text, looks_binary, resolve, walk_threads, IGNORED_DIRS};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolSpec};
 use crate::workspace::{Access, Workspace};
@@ -38,12 +38,6 @@ impl Cancelled {
     fn output(self) -> ToolOutput {
         ToolOutput::error("Error: search cancelled")
     }
-}
-
-/// Threads for one walk or search: a few are enough to keep the disk and the regex busy, and
-/// the machine is shared with the agent's other work.
-fn search_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
 /// A parallel recursive walk of `root` that never follows symlinks below it and skips
@@ -105,7 +99,7 @@ where
     } else {
         let (shared, make, visit) = (&shared, &make, &visit);
         std::thread::scope(|s| {
-            let others: Vec<_> = (1..search_threads())
+            let others: Vec<_> = (1..walk_threads())
                 .map(|_| {
                     s.spawn(move || {
                         let mut state = make();
@@ -637,7 +631,7 @@ impl GrepQuery {
                 }
             }
         };
-        let threads = search_threads().min(files.len());
+        let threads = walk_threads().min(files.len());
         std::thread::scope(|s| {
             for _ in 1..threads {
                 s.spawn(worker);
