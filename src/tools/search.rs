@@ -201,7 +201,9 @@ impl Shared<'_> {
                         .unwrap_or_else(PoisonError::into_inner);
                 }
             };
+            let stop_on_panic = StopOnPanic(self);
             let finished = self.read(&dir, depth, state, visit, &mut found, &mut buf);
+            drop(stop_on_panic);
             let mut pending = self.lock();
             pending.busy -= 1;
             if !finished {
@@ -266,6 +268,19 @@ impl Shared<'_> {
             }
         }
         true
+    }
+}
+
+/// Ends the walk if a visitor panics while its thread reads a directory: the other threads
+/// would otherwise wait for that directory forever, and the panic would never reach the caller.
+struct StopOnPanic<'s, 'c>(&'s Shared<'c>);
+
+impl Drop for StopOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().over = true;
+            self.0.wake.notify_all();
+        }
     }
 }
 
@@ -1154,6 +1169,37 @@ mod tests {
         let all = walk(dir.path(), &CancellationToken::new(), || 0, |n, _| *n += 1).unwrap();
         assert_eq!(all.states.iter().sum::<usize>(), 2021);
         assert_eq!(all.unreadable, 0);
+    }
+
+    /// A visitor's panic reaches the caller instead of leaving the other threads waiting.
+    #[test]
+    fn a_panicking_visitor_ends_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..8 {
+            let sub = dir.path().join(format!("d{d}/e"));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join("f.txt"), "x").unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let got = std::panic::catch_unwind(|| {
+                walk(
+                    &root,
+                    &CancellationToken::new(),
+                    || (),
+                    // One directory's visit fails; the others' succeed.
+                    |_, e| assert!(!e.path.ends_with("d3/e"), "a visitor fails"),
+                )
+            });
+            let _ = tx.send(got.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            panicked,
+            Ok(true),
+            "the walk hung or did not pass the panic on"
+        );
     }
 
     #[tokio::test]
