@@ -267,9 +267,9 @@ impl Tool for LsTool {
             };
             let ws = ctx.workspace.clone();
             let max = ctx.limits.ls_output_max_chars;
-            let listed = tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws)).await;
+            let listed = tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws, max)).await;
             match listed {
-                Ok(Ok(text)) => ToolOutput::ok(cut(&text, max, Keep::Head).marked(0)),
+                Ok(Ok(text)) => ToolOutput::ok(text),
                 Ok(Err(msg)) => ToolOutput::error(msg),
                 Err(e) => ToolOutput::error(format!("Error: ls failed: {e}")),
             }
@@ -277,13 +277,19 @@ impl Tool for LsTool {
     }
 }
 
-fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<String, String> {
+/// The listing of `dir`, cut to `max` characters as `cut(.., Keep::Head).marked(0)` cuts it.
+fn list_two_levels(
+    dir: &Path,
+    ws: &crate::workspace::Workspace,
+    max: usize,
+) -> Result<String, String> {
     let shown = ws.display_path(dir);
     let meta = std::fs::metadata(dir).map_err(|_| format!("Error: path not found: {shown}"))?;
     if !meta.is_dir() {
-        return Ok(shown);
+        return Ok(cut(&shown, max, Keep::Head).marked(0));
     }
-    let top = sorted_entries(dir).map_err(|e| format!("Error: cannot list {shown}: {e}"))?;
+    let mut top = read_entries(dir).map_err(|e| format!("Error: cannot list {shown}: {e}"))?;
+    top.sort_unstable();
     let subdirs: Vec<PathBuf> = top
         .iter()
         .filter(|(_, is_dir)| *is_dir)
@@ -291,26 +297,82 @@ fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<Strin
         .collect();
     // The second level is most of a large listing: its directories are read by a few threads.
     let mut below = subdirs.iter().zip(read_each(&subdirs));
-    let mut out = String::new();
+    let mut listing = Listing::new(max);
     let prefix = ChildPrefix::new(ws, dir);
     for (name, is_dir) in &top {
-        prefix.push_line(&mut out, name, *is_dir);
+        listing.push(&prefix, name, *is_dir);
         if !*is_dir {
             continue;
         }
         // A second-level read error (permissions) just leaves that directory unexpanded.
-        if let Some((subdir, Some(entries))) = below.next() {
+        if let Some((subdir, Some(mut entries))) = below.next() {
+            // Lines past the cut are only counted, so their order does not matter.
+            if !listing.is_full() {
+                entries.sort_unstable();
+            }
             let child_prefix = ChildPrefix::new(ws, subdir);
-            for (child, child_is_dir) in entries {
-                child_prefix.push_line(&mut out, &child, child_is_dir);
+            for (child, child_is_dir) in &entries {
+                listing.push(&child_prefix, child, *child_is_dir);
             }
         }
     }
-    Ok(if out.is_empty() {
-        "(empty)".to_string()
-    } else {
-        out
-    })
+    Ok(listing.finish())
+}
+
+/// A listing's lines as far as `max` characters and one line beyond, and how many characters
+/// the lines after those would add: what `cut(.., max, Keep::Head).marked(0)` of the whole
+/// text shows, without building (or sorting) the part it cuts — most of a large listing.
+struct Listing {
+    text: String,
+    /// Characters in `text`.
+    chars: usize,
+    lines: usize,
+    /// Characters of the lines past `text`, newlines included.
+    rest: usize,
+    max: usize,
+}
+
+impl Listing {
+    fn new(max: usize) -> Self {
+        Listing {
+            text: String::new(),
+            chars: 0,
+            lines: 0,
+            rest: 0,
+            max,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.chars > self.max
+    }
+
+    fn push(&mut self, prefix: &ChildPrefix<'_>, name: &OsStr, is_dir: bool) {
+        let newline = usize::from(self.lines > 0);
+        self.lines += 1;
+        if self.is_full() {
+            self.rest += newline + prefix.chars_of(name) + usize::from(is_dir);
+            return;
+        }
+        let start = self.text.len();
+        if newline > 0 {
+            self.text.push('\n');
+        }
+        prefix.push(&mut self.text, name);
+        if is_dir {
+            self.text.push('/');
+        }
+        self.chars += self.text[start..].chars().count();
+    }
+
+    fn finish(self) -> String {
+        if self.lines == 0 {
+            return cut("(empty)", self.max, Keep::Head).marked(0);
+        }
+        // `text` holds more than `max` characters whenever anything was left out, so its cut
+        // keeps the same head the whole text's would, and `rest` completes the count.
+        cut(&self.text, self.max, Keep::Head).marked(self.rest)
+    }
 }
 
 /// How a directory's entries are shown: [`Workspace::display_path`] of each, made once per
@@ -320,8 +382,9 @@ fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<Strin
 /// [`Workspace::display_path`]: crate::workspace::Workspace::display_path
 struct ChildPrefix<'w> {
     /// What comes before an entry's name (`src/`, `/mnt/skills/demo/`, or nothing at the
-    /// workspace root); `None` if that could not be told (each entry is then shown alone).
-    text: Option<String>,
+    /// workspace root), and its length in characters; `None` if that could not be told (each
+    /// entry is then shown alone).
+    text: Option<(String, usize)>,
     dir: &'w Path,
     ws: &'w crate::workspace::Workspace,
 }
@@ -331,30 +394,34 @@ impl<'w> ChildPrefix<'w> {
         // A child's path is shown as the directory's shown prefix then its name; a probe name
         // tells what that prefix is wherever the directory lies (workspace, skills, elsewhere).
         let probe = ws.display_path(&dir.join("x"));
-        let text = probe.strip_suffix('x').map(str::to_string);
+        let text = probe
+            .strip_suffix('x')
+            .map(|p| (p.to_string(), p.chars().count()));
         ChildPrefix { text, dir, ws }
     }
 
-    /// Adds the line for the entry `name`. A lossy name joins a prefix ending in '/' exactly as
+    /// Adds how the entry `name` is shown. A lossy name joins a prefix ending in '/' exactly as
     /// the whole path would be shown lossily.
-    fn push_line(&self, out: &mut String, name: &OsStr, is_dir: bool) {
-        if !out.is_empty() {
-            out.push('\n');
-        }
+    fn push(&self, out: &mut String, name: &OsStr) {
         match &self.text {
-            Some(prefix) => {
+            Some((prefix, _)) => {
                 out.push_str(prefix);
                 out.push_str(&name.to_string_lossy());
             }
             None => out.push_str(&self.ws.display_path(&self.dir.join(name))),
         }
-        if is_dir {
-            out.push('/');
+    }
+
+    /// The characters `push` would add.
+    fn chars_of(&self, name: &OsStr) -> usize {
+        match &self.text {
+            Some((_, chars)) => chars + name.to_string_lossy().chars().count(),
+            None => self.ws.display_path(&self.dir.join(name)).chars().count(),
         }
     }
 }
 
-/// The sorted entries of each of `dirs` (`None` for one that cannot be read), in order.
+/// The entries of each of `dirs` (`None` for one that cannot be read), in order.
 fn read_each(dirs: &[PathBuf]) -> Vec<Option<Vec<(OsString, bool)>>> {
     type Entries = Option<Vec<(OsString, bool)>>;
     // Each thread takes the next unread directory; the results are put back in order.
@@ -364,7 +431,7 @@ fn read_each(dirs: &[PathBuf]) -> Vec<Option<Vec<(OsString, bool)>>> {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(dir) = dirs.get(i) else { break };
-            got.push((i, sorted_entries(dir).ok()));
+            got.push((i, read_entries(dir).ok()));
         }
         got
     };
@@ -391,10 +458,11 @@ pub(crate) fn walk_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
-/// A directory's entry names sorted (by their bytes, as paths in one directory sort), ignored
-/// directories left out. Symlinks count as files so a listing never descends through a link
-/// (which could point outside).
-fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(OsString, bool)>> {
+/// A directory's entry names, unsorted, ignored directories left out. Symlinks count as files
+/// so a listing never descends through a link (which could point outside). Sorted, the names
+/// are in the order of the paths they make (by their bytes: names in one directory are
+/// unique single components).
+fn read_entries(dir: &Path) -> std::io::Result<Vec<(OsString, bool)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
@@ -405,8 +473,6 @@ fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(OsString, bool)>> {
         }
         out.push((name, is_dir));
     }
-    // Names in one directory are unique.
-    out.sort_unstable();
     Ok(out)
 }
 
@@ -960,7 +1026,8 @@ pub(crate) mod tests {
     }
 
     /// The listing is the one made entry by entry (each path sorted as a path and shown by
-    /// `display_path`), on random trees of odd names, in the workspace and the skills root.
+    /// `display_path`) and then cut, on random trees of odd names, in the workspace and the
+    /// skills root, at lengths that cut it anywhere (mid-line, mid-name, not at all).
     #[test]
     fn ls_lists_what_an_entry_by_entry_listing_would() {
         use std::os::unix::ffi::OsStrExt;
@@ -1056,7 +1123,11 @@ pub(crate) mod tests {
                         .filter(|p| p.is_dir()),
                 );
                 for d in listed {
-                    assert_eq!(list_two_levels(&d, &ws), Ok(one_by_one(&d, &ws)), "{d:?}");
+                    let whole = one_by_one(&d, &ws);
+                    for max in [0, 1, 9, 40, 150, 100_000] {
+                        let want = cut(&whole, max, Keep::Head).marked(0);
+                        assert_eq!(list_two_levels(&d, &ws, max), Ok(want), "{d:?} {max}");
+                    }
                 }
             }
         }
