@@ -155,9 +155,12 @@ echo "| 64 sub-agents × 20 tool turns, zero-latency HTTP mock | median CPU per 
 echo "|---|---|---|"
 echo "| user+sys / calls | $(printf '%s\n' "${cpus[@]}" | median) ms | ≤ 0.2 ms |"
 
-# grep/glob on a generated tree: TREE_FILES files of ~4 KB (default 100,000, ~400 MB) in
-# directories of 1000, one line of which holds the needle. Compared with ripgrep where it is
-# installed (`rg -n`, and `rg --files -g` for glob); skipped with a notice where it is not.
+# grep/glob/ls on a generated tree: TREE_FILES files of ~4 KB (default 100,000, ~400 MB) in
+# directories of 1000, one line of which holds the needle. grep and glob are compared with
+# ripgrep where it is installed (`rg -n`, and `rg --files -g` for glob; skipped with a notice
+# where it is not); ls (the root and its directories, two levels: every file of this tree,
+# sorted per directory, cut to ls_output_max_chars) with `find -maxdepth 2`, which lists the
+# same entries unsorted.
 TREE_FILES="${TREE_FILES:-100000}"
 python3 - "$TMP/tree" "$TREE_FILES" <<'PY'
 import os, sys
@@ -174,17 +177,22 @@ for i in range(n):
             f.write("here is the needle_4d3f9a\n")
 PY
 echo
-echo "| search on $TREE_FILES files | deerflow median wall | rg median wall | ratio |"
-echo "|---|---|---|---|"
+echo "| search on $TREE_FILES files | deerflow median wall | peer | peer median wall | ratio |"
+echo "|---|---|---|---|---|"
 got=$("$BIN" run --json -m "replay:$TMP/grep.json" -C "$TMP/tree" go | grep -c 'needle_4d3f9a' || true)
 [ "$got" -ge 1 ] || { echo "grep did not find the needle"; exit 1; }
 wall() { measure x "$@" | awk -F'|' '{gsub(/[^0-9.]/, "", $3); print $3}'; }
-for tool in grep glob; do
+for tool in grep glob ls; do
   ours=$(wall "$BIN" run --json -m "replay:$TMP/$tool.json" -C "$TMP/tree" go)
-  if command -v rg >/dev/null; then
-    if [ "$tool" = grep ]; then theirs=$(cd "$TMP/tree" && wall rg -n needle_4d3f9a .); else theirs=$(cd "$TMP/tree" && wall rg --files -g '*_77.txt' .); fi
-    echo "| $tool | $ours s | $theirs s | $(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f×", a/b}') |"
+  case $tool in
+    grep) peer=(rg -n needle_4d3f9a .); peer_label="rg -n needle_4d3f9a ." ;;
+    glob) peer=(rg --files -g '*_77.txt' .); peer_label="rg --files -g '*_77.txt' ." ;;
+    ls) peer=(find . -maxdepth 2); peer_label="find . -maxdepth 2" ;;
+  esac
+  if command -v "${peer[0]}" >/dev/null; then
+    theirs=$(cd "$TMP/tree" && wall "${peer[@]}")
+    echo "| $tool | $ours s | \`$peer_label\` | $theirs s | $(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f×", a/b}') |"
   else
-    echo "| $tool | $ours s | (rg not installed: apt-get install ripgrep) | |"
+    echo "| $tool | $ours s | (${peer[0]} not installed: apt-get install ripgrep) | | |"
   fi
 done

@@ -2,19 +2,20 @@
 //! Both walk without following symlinks, so a link cannot lead a search outside the workspace.
 
 use std::collections::BinaryHeap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
-use ignore::WalkState;
 use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{lenient, spec, with_args, Count};
-use super::fs::{decode_text, looks_binary, resolve, IGNORED_DIRS};
+use super::fs::{decode_text, looks_binary, resolve, walk_threads, IGNORED_DIRS};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::{Access, Workspace};
@@ -38,67 +39,254 @@ impl Cancelled {
     }
 }
 
-/// Threads for one walk or search: a few are enough to keep the disk and the regex busy, and
-/// the machine is shared with the agent's other work.
-fn search_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
-}
-
-/// A parallel recursive walk of `root` that never follows symlinks and skips [`IGNORED_DIRS`],
-/// keeping what `keep` makes of each entry, in no particular order (callers sort).
+/// A parallel recursive walk of `root` that never follows symlinks below it and skips
+/// [`IGNORED_DIRS`]. Each thread gets its own state from `make` and passes it with each entry
+/// it sees to `visit`; the states come back in no particular order (callers sort).
 /// `.gitignore` is deliberately not honoured: agents look for generated files too.
 /// Every entry checks `cancel`, so a walk of a huge tree stops soon after it fires.
-fn walk<T, F>(root: &Path, cancel: &CancellationToken, keep: F) -> Result<Walked<T>, Cancelled>
+///
+/// Its own walk rather than `ignore::WalkParallel`: that one queues every file as a work
+/// item with its own path and matcher state, which cost more than the reading of the
+/// directories on a tree of 100,000 files; here a file is one visit on a reused buffer.
+fn walk<S, M, V>(
+    root: &Path,
+    cancel: &CancellationToken,
+    make: M,
+    visit: V,
+) -> Result<Walked<S>, Cancelled>
 where
-    T: Send,
-    F: Fn(ignore::DirEntry) -> Option<T> + Sync,
+    S: Send,
+    M: Fn() -> S + Sync,
+    V: Fn(&mut S, &Seen<'_>) + Sync,
 {
-    let (tx, rx) = mpsc::channel();
-    let keep = &keep;
-    let unreadable = AtomicUsize::new(0);
-    let unreadable_ref = &unreadable;
-    ignore::WalkBuilder::new(root)
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(search_threads())
-        .filter_entry(|e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            !(is_dir && e.depth() > 0 && IGNORED_DIRS.iter().any(|d| e.file_name() == *d))
-        })
-        .build_parallel()
-        .run(|| {
-            let tx = tx.clone();
-            Box::new(move |entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
+    let rel_at = {
+        // Where a name pushed onto the root starts: past a separator unless the root ends in one.
+        let mut probe = root.to_path_buf();
+        probe.push("x");
+        probe.as_os_str().len() - 1
+    };
+    let shared = Shared {
+        pending: Mutex::new(Pending::default()),
+        wake: Condvar::new(),
+        unreadable: AtomicUsize::new(0),
+        cancel,
+        rel_at,
+    };
+    let mut first = make();
+    // The root is followed if it is a link: the caller named it. Nothing below it is.
+    match std::fs::metadata(root) {
+        Err(_) => {
+            shared.unreadable.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(meta) if !cancel.is_cancelled() => {
+            let seen = Seen {
+                path: root,
+                rel_at,
+                depth: 0,
+                file_type: meta.file_type(),
+            };
+            visit(&mut first, &seen);
+            if meta.is_dir() {
+                shared.lock().dirs.push((root.to_path_buf(), 0));
+            }
+        }
+        Ok(_) => return Err(Cancelled),
+    }
+    let mut states = Vec::new();
+    if shared.lock().dirs.is_empty() {
+        states.push(first);
+    } else {
+        let (shared, make, visit) = (&shared, &make, &visit);
+        std::thread::scope(|s| {
+            let others: Vec<_> = (1..walk_threads())
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut state = make();
+                        shared.work(&mut state, visit);
+                        state
+                    })
+                })
+                .collect();
+            shared.work(&mut first, visit);
+            states.push(first);
+            for other in others {
+                match other.join() {
+                    Ok(state) => states.push(state),
+                    Err(panic) => std::panic::resume_unwind(panic),
                 }
-                // Unreadable entries (permissions, races, paths too long for the system) are
-                // skipped rather than failing the search, and counted so the answer says so.
-                let Ok(entry) = entry else {
-                    unreadable_ref.fetch_add(1, Ordering::Relaxed);
-                    return WalkState::Continue;
-                };
-                if let Some(item) = keep(entry) {
-                    // The receiver lives until the walk is over, so a send cannot fail.
-                    let _ = tx.send(item);
-                }
-                WalkState::Continue
-            })
+            }
         });
-    drop(tx);
+    }
     if cancel.is_cancelled() {
         return Err(Cancelled);
     }
     Ok(Walked {
-        items: rx.into_iter().collect(),
-        unreadable: unreadable.into_inner(),
+        states,
+        unreadable: shared.unreadable.into_inner(),
     })
 }
 
-/// What a walk kept, and how many entries it could not read.
+/// One entry a walk shows its visitor, in a buffer the walk reuses for the next entry.
+struct Seen<'a> {
+    /// The root joined with the names below it.
+    path: &'a Path,
+    /// Where the part below the root starts in `path`.
+    rel_at: usize,
+    /// 0 for the root, 1 for its entries, and so on.
+    depth: usize,
+    /// Not followed below the root: a symlink there is neither a file nor a directory.
+    file_type: std::fs::FileType,
+}
+
+impl Seen<'_> {
+    /// The path below the root ("" for the root itself).
+    fn rel(&self) -> &Path {
+        let bytes = self.path.as_os_str().as_bytes();
+        Path::new(OsStr::from_bytes(
+            bytes.get(self.rel_at..).unwrap_or_default(),
+        ))
+    }
+}
+
+/// Directories a walk has yet to read, shared by its threads.
+#[derive(Default)]
+struct Pending {
+    /// Each with its depth.
+    dirs: Vec<(PathBuf, usize)>,
+    /// Threads reading a directory now: they may still add to `dirs`.
+    busy: usize,
+    /// Nothing is left to read, or the walk was cancelled.
+    over: bool,
+}
+
+/// What the threads of one walk share.
+struct Shared<'c> {
+    pending: Mutex<Pending>,
+    /// Wakes idle threads when directories are added or the walk is over.
+    wake: Condvar,
+    unreadable: AtomicUsize,
+    cancel: &'c CancellationToken,
+    rel_at: usize,
+}
+
+impl Shared<'_> {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads directories until none is left (or the walk is cancelled).
+    fn work<S, V: Fn(&mut S, &Seen<'_>)>(&self, state: &mut S, visit: &V) {
+        let mut found = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            let (dir, depth) = {
+                let mut pending = self.lock();
+                loop {
+                    if pending.over {
+                        return;
+                    }
+                    if let Some(next) = pending.dirs.pop() {
+                        pending.busy += 1;
+                        break next;
+                    }
+                    if pending.busy == 0 {
+                        pending.over = true;
+                        self.wake.notify_all();
+                        return;
+                    }
+                    pending = self
+                        .wake
+                        .wait(pending)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            let stop_on_panic = StopOnPanic(self);
+            let finished = self.read(&dir, depth, state, visit, &mut found, &mut buf);
+            drop(stop_on_panic);
+            let mut pending = self.lock();
+            pending.busy -= 1;
+            if !finished {
+                pending.over = true;
+            }
+            pending.dirs.append(&mut found);
+            self.wake.notify_all();
+        }
+    }
+
+    /// Visits the entries of `dir`, keeping its subdirectories in `found`. False once the walk
+    /// is cancelled.
+    fn read<S, V: Fn(&mut S, &Seen<'_>)>(
+        &self,
+        dir: &Path,
+        depth: usize,
+        state: &mut S,
+        visit: &V,
+        found: &mut Vec<(PathBuf, usize)>,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        // Unreadable entries (permissions, races, paths too long for the system) are skipped
+        // rather than failing the search, and counted so the answer says so.
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            self.unreadable.fetch_add(1, Ordering::Relaxed);
+            return true;
+        };
+        // Each entry's path is this directory's, a separator (as `PathBuf::push` puts one),
+        // and the entry's name.
+        buf.clear();
+        buf.extend_from_slice(dir.as_os_str().as_bytes());
+        if buf.last() != Some(&b'/') {
+            buf.push(b'/');
+        }
+        let base = buf.len();
+        for entry in entries {
+            if self.cancel.is_cancelled() {
+                return false;
+            }
+            let Ok((entry, file_type)) = entry.and_then(|e| e.file_type().map(|t| (e, t))) else {
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let name = entry.file_name();
+            if file_type.is_dir() && IGNORED_DIRS.iter().any(|d| name == *d) {
+                continue;
+            }
+            buf.truncate(base);
+            buf.extend_from_slice(name.as_bytes());
+            let path = Path::new(OsStr::from_bytes(buf));
+            visit(
+                state,
+                &Seen {
+                    path,
+                    rel_at: self.rel_at,
+                    depth: depth + 1,
+                    file_type,
+                },
+            );
+            if file_type.is_dir() {
+                found.push((path.to_path_buf(), depth + 1));
+            }
+        }
+        true
+    }
+}
+
+/// Ends the walk if a visitor panics while its thread reads a directory: the other threads
+/// would otherwise wait for that directory forever, and the panic would never reach the caller.
+struct StopOnPanic<'s, 'c>(&'s Shared<'c>);
+
+impl Drop for StopOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().over = true;
+            self.0.wake.notify_all();
+        }
+    }
+}
+
+/// What a walk's threads kept, and how many entries it could not read.
 #[derive(Debug, PartialEq)]
-struct Walked<T> {
-    items: Vec<T>,
+struct Walked<S> {
+    states: Vec<S>,
     unreadable: usize,
 }
 
@@ -222,33 +410,44 @@ fn glob_paths(
     max: usize,
     cancel: &CancellationToken,
 ) -> Result<String, Cancelled> {
-    // Only the `max` first paths in sorted order are kept (a heap whose top is the last of
-    // them), and the rest counted: a pattern matching a million paths costs no more memory
-    // than one matching `max`.
-    let first = Mutex::new((BinaryHeap::<String>::with_capacity(max + 1), 0usize));
-    let walked = walk(root, cancel, |entry| {
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if entry.depth() == 0 || (is_dir && !include_dirs) {
-            return None::<()>;
-        }
-        let rel = entry.path().strip_prefix(root).ok()?;
-        if !matcher.is_match(rel) {
-            return None;
-        }
-        let shown = ws.display_path(entry.path());
-        let shown = if is_dir { format!("{shown}/") } else { shown };
-        let mut g = first.lock().unwrap_or_else(|p| p.into_inner());
-        g.1 += 1;
-        if g.0.len() < max || g.0.peek().is_some_and(|last| shown < *last) {
-            g.0.push(shown);
-            if g.0.len() > max {
-                g.0.pop();
+    // Each thread keeps only the `max` first paths in sorted order it saw (a heap whose top is
+    // the last of them) and counts the rest: a pattern matching a million paths costs no more
+    // memory than one matching `max`. Each has its own copy of the matcher, whose regex
+    // then never waits on a cache shared with the other threads.
+    let walked = walk(
+        root,
+        cancel,
+        || {
+            (
+                matcher.clone(),
+                BinaryHeap::<String>::with_capacity(max + 1),
+                0usize,
+            )
+        },
+        |(matcher, first, total), entry| {
+            let is_dir = entry.file_type.is_dir();
+            if entry.depth == 0 || (is_dir && !include_dirs) || !matcher.is_match(entry.rel()) {
+                return;
             }
-        }
-        None
-    })?;
-    let (heap, total) = first.into_inner().unwrap_or_else(|p| p.into_inner());
-    let found = heap.into_sorted_vec();
+            *total += 1;
+            let shown = ws.display_path(entry.path);
+            let shown = if is_dir { format!("{shown}/") } else { shown };
+            if first.len() < max || first.peek().is_some_and(|last| shown < *last) {
+                first.push(shown);
+                if first.len() > max {
+                    first.pop();
+                }
+            }
+        },
+    )?;
+    let total: usize = walked.states.iter().map(|(_, _, n)| n).sum();
+    let mut found: Vec<String> = walked
+        .states
+        .into_iter()
+        .flat_map(|(_, first, _)| first.into_vec())
+        .collect();
+    found.sort_unstable();
+    found.truncate(max);
     let mut out = format!("Found {total} paths under {}", ws.display_path(root));
     for (i, path) in found.iter().enumerate() {
         out.push_str(&format!("\n{}. {path}", i + 1));
@@ -375,15 +574,14 @@ impl GrepQuery {
         })
     }
 
-    fn wants(&self, path: &Path) -> bool {
+    fn wants(&self, entry: &Seen<'_>) -> bool {
         let Some((matcher, by_name)) = &self.filter else {
             return true;
         };
         if *by_name {
-            return path.file_name().is_some_and(|n| matcher.is_match(n));
+            return entry.path.file_name().is_some_and(|n| matcher.is_match(n));
         }
-        path.strip_prefix(&self.root)
-            .is_ok_and(|rel| matcher.is_match(rel))
+        matcher.is_match(entry.rel())
     }
 
     fn run(&self, ws: &Workspace, cancel: &CancellationToken) -> Result<ToolOutput, Cancelled> {
@@ -392,12 +590,14 @@ impl GrepQuery {
                 return Ok(refusal);
             }
         }
-        let walked = walk(&self.root, cancel, |e| {
-            let keep = e.file_type().is_some_and(|t| t.is_file()) && self.wants(e.path());
-            keep.then(|| e.into_path())
+        let walked = walk(&self.root, cancel, Vec::new, |files, e| {
+            if e.file_type.is_file() && self.wants(e) {
+                files.push(e.path.to_path_buf());
+            }
         })?;
-        let mut files = walked.items;
-        files.sort();
+        let mut files: Vec<PathBuf> = walked.states.into_iter().flatten().collect();
+        // Paths are unique, so an unstable sort gives the one order there is.
+        files.sort_unstable();
         let found = self.search(&files, cancel)?;
         let mut text = self.report(ws, found);
         if let Some(note) = unreadable_note(walked.unreadable) {
@@ -445,7 +645,7 @@ impl GrepQuery {
                 }
             }
         };
-        let threads = search_threads().min(files.len());
+        let threads = walk_threads().min(files.len());
         std::thread::scope(|s| {
             for _ in 1..threads {
                 s.spawn(worker);
@@ -789,6 +989,48 @@ mod tests {
         }
     }
 
+    /// What a walk shows: hidden paths, files named like an ignored directory, links as
+    /// paths of their own (never descended, never searched); ignored directories at any depth
+    /// are left out whole.
+    #[tokio::test]
+    async fn walk_rules_hold_at_every_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        for d in [".hidden", "deep/x/target", "deep/x/.venv", "empty", "src"] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        for f in [
+            ".env.txt",
+            ".hidden/a.txt",
+            "deep/target",
+            "deep/x/target/t.txt",
+            "deep/x/.venv/v.txt",
+            "src/node_modules",
+        ] {
+            std::fs::write(r.join(f), "needle\n").unwrap();
+        }
+        std::os::unix::fs::symlink(r.join("deep"), r.join("link_dir")).unwrap();
+        std::os::unix::fs::symlink(r.join(".env.txt"), r.join("link_file.txt")).unwrap();
+        let c = ctx(r);
+        let got = run(
+            &GlobTool,
+            &c,
+            json!({"pattern": "**", "include_dirs": true}),
+        )
+        .await;
+        let want = "Found 11 paths under .\n1. .env.txt\n2. .hidden/\n3. .hidden/a.txt\n\
+                    4. deep/\n5. deep/target\n6. deep/x/\n7. empty/\n8. link_dir\n\
+                    9. link_file.txt\n10. src/\n11. src/node_modules";
+        assert_eq!(got, (O, want.to_string()));
+        let got = run(&GlobTool, &c, json!({"pattern": "*/*"})).await;
+        let want = "Found 3 paths under .\n1. .hidden/a.txt\n2. deep/target\n3. src/node_modules";
+        assert_eq!(got, (O, want.to_string()));
+        let got = run(&GrepTool, &c, json!({"pattern": "needle"})).await;
+        let want = ".env.txt:1: needle\n.hidden/a.txt:1: needle\ndeep/target:1: needle\n\
+                    src/node_modules:1: needle";
+        assert_eq!(got, (O, want.to_string()));
+    }
+
     #[tokio::test]
     async fn glob_does_not_follow_symlinked_dir_outside() {
         let dir = tempfile::tempdir().unwrap();
@@ -906,22 +1148,57 @@ mod tests {
         }
         let cancel = CancellationToken::new();
         let seen = AtomicUsize::new(0);
-        let got = walk(dir.path(), &cancel, |_| {
-            // The agent is cancelled while the walk is under way.
-            if seen.fetch_add(1, Ordering::SeqCst) == 10 {
-                cancel.cancel();
-            }
-            Some(())
-        });
+        let got = walk(
+            dir.path(),
+            &cancel,
+            || (),
+            |_, _| {
+                // The agent is cancelled while the walk is under way.
+                if seen.fetch_add(1, Ordering::SeqCst) == 10 {
+                    cancel.cancel();
+                }
+            },
+        );
         assert_eq!(got, Err(Cancelled));
         let seen = seen.into_inner();
         assert!(
             seen < 1000,
             "the walk went on after the cancel: {seen} entries"
         );
-        let all = walk(dir.path(), &CancellationToken::new(), |_| Some(())).unwrap();
-        assert_eq!(all.items.len(), 2021);
+        let all = walk(dir.path(), &CancellationToken::new(), || 0, |n, _| *n += 1).unwrap();
+        assert_eq!(all.states.iter().sum::<usize>(), 2021);
         assert_eq!(all.unreadable, 0);
+    }
+
+    /// A visitor's panic reaches the caller instead of leaving the other threads waiting.
+    #[test]
+    fn a_panicking_visitor_ends_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..8 {
+            let sub = dir.path().join(format!("d{d}/e"));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join("f.txt"), "x").unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let got = std::panic::catch_unwind(|| {
+                walk(
+                    &root,
+                    &CancellationToken::new(),
+                    || (),
+                    // One directory's visit fails; the others' succeed.
+                    |_, e| assert!(!e.path.ends_with("d3/e"), "a visitor fails"),
+                )
+            });
+            let _ = tx.send(got.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            panicked,
+            Ok(true),
+            "the walk hung or did not pass the panic on"
+        );
     }
 
     #[tokio::test]
