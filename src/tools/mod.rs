@@ -9,6 +9,7 @@ pub mod lead;
 mod read_range;
 pub mod registry;
 pub mod search;
+mod walk;
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -1,0 +1,283 @@
+//! The parallel directory walk behind `glob` and `grep`.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+
+use super::fs::{walk_threads, IGNORED_DIRS};
+use super::ToolOutput;
+
+/// A search stopped because the calling agent was cancelled (or timed out).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Cancelled;
+
+impl Cancelled {
+    pub(super) fn output(self) -> ToolOutput {
+        ToolOutput::error("Error: search cancelled")
+    }
+}
+
+/// A parallel recursive walk of `root` that never follows symlinks below it and skips
+/// [`IGNORED_DIRS`]. Each thread gets its own state from `make` and passes it with each entry
+/// it sees to `visit`; the states come back in no particular order (callers sort).
+/// `.gitignore` is deliberately not honoured: agents look for generated files too.
+/// Every entry checks `cancel`, so a walk of a huge tree stops soon after it fires.
+///
+/// Its own walk rather than `ignore::WalkParallel`: that one queues every file as a work
+/// item with its own path and matcher state, which cost more than the reading of the
+/// directories on a tree of 100,000 files; here a file is one visit on a reused buffer.
+pub(super) fn walk<S, M, V>(
+    root: &Path,
+    cancel: &CancellationToken,
+    make: M,
+    visit: V,
+) -> Result<Walked<S>, Cancelled>
+where
+    S: Send,
+    M: Fn() -> S + Sync,
+    V: Fn(&mut S, &Seen<'_>) + Sync,
+{
+    let rel_at = {
+        // Where a name pushed onto the root starts: past a separator unless the root ends in one.
+        let mut probe = root.to_path_buf();
+        probe.push("x");
+        probe.as_os_str().len() - 1
+    };
+    let shared = Shared {
+        pending: Mutex::new(Pending::default()),
+        wake: Condvar::new(),
+        unreadable: AtomicUsize::new(0),
+        cancel,
+        rel_at,
+    };
+    let mut first = make();
+    // The root is followed if it is a link: the caller named it. Nothing below it is.
+    match std::fs::metadata(root) {
+        Err(_) => {
+            shared.unreadable.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(meta) if !cancel.is_cancelled() => {
+            let seen = Seen {
+                path: root,
+                rel_at,
+                depth: 0,
+                file_type: meta.file_type(),
+            };
+            visit(&mut first, &seen);
+            if meta.is_dir() {
+                shared.lock().dirs.push((root.to_path_buf(), 0));
+            }
+        }
+        Ok(_) => return Err(Cancelled),
+    }
+    let mut states = Vec::new();
+    if shared.lock().dirs.is_empty() {
+        states.push(first);
+    } else {
+        let (shared, make, visit) = (&shared, &make, &visit);
+        std::thread::scope(|s| {
+            let others: Vec<_> = (1..walk_threads())
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut state = make();
+                        shared.work(&mut state, visit);
+                        state
+                    })
+                })
+                .collect();
+            shared.work(&mut first, visit);
+            states.push(first);
+            for other in others {
+                match other.join() {
+                    Ok(state) => states.push(state),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+        });
+    }
+    if cancel.is_cancelled() {
+        return Err(Cancelled);
+    }
+    Ok(Walked {
+        states,
+        unreadable: shared.unreadable.into_inner(),
+    })
+}
+
+/// One entry a walk shows its visitor, in a buffer the walk reuses for the next entry.
+pub(super) struct Seen<'a> {
+    /// The root joined with the names below it.
+    pub(super) path: &'a Path,
+    /// Where the part below the root starts in `path`.
+    rel_at: usize,
+    /// 0 for the root, 1 for its entries, and so on.
+    pub(super) depth: usize,
+    /// Not followed below the root: a symlink there is neither a file nor a directory.
+    pub(super) file_type: std::fs::FileType,
+}
+
+impl Seen<'_> {
+    /// The path below the root ("" for the root itself).
+    pub(super) fn rel(&self) -> &Path {
+        let bytes = self.path.as_os_str().as_bytes();
+        Path::new(OsStr::from_bytes(
+            bytes.get(self.rel_at..).unwrap_or_default(),
+        ))
+    }
+}
+
+/// Directories a walk has yet to read, shared by its threads.
+#[derive(Default)]
+pub(super) struct Pending {
+    /// Each with its depth.
+    dirs: Vec<(PathBuf, usize)>,
+    /// Threads reading a directory now: they may still add to `dirs`.
+    busy: usize,
+    /// Nothing is left to read, or the walk was cancelled.
+    over: bool,
+}
+
+/// What the threads of one walk share.
+pub(super) struct Shared<'c> {
+    pending: Mutex<Pending>,
+    /// Wakes idle threads when directories are added or the walk is over.
+    wake: Condvar,
+    unreadable: AtomicUsize,
+    cancel: &'c CancellationToken,
+    rel_at: usize,
+}
+
+impl Shared<'_> {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads directories until none is left (or the walk is cancelled).
+    fn work<S, V: Fn(&mut S, &Seen<'_>)>(&self, state: &mut S, visit: &V) {
+        let mut found = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            let (dir, depth) = {
+                let mut pending = self.lock();
+                loop {
+                    if pending.over {
+                        return;
+                    }
+                    if let Some(next) = pending.dirs.pop() {
+                        pending.busy += 1;
+                        break next;
+                    }
+                    if pending.busy == 0 {
+                        pending.over = true;
+                        self.wake.notify_all();
+                        return;
+                    }
+                    pending = self
+                        .wake
+                        .wait(pending)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            let stop_on_panic = StopOnPanic(self);
+            let finished = self.read(&dir, depth, state, visit, &mut found, &mut buf);
+            drop(stop_on_panic);
+            let mut pending = self.lock();
+            pending.busy -= 1;
+            if !finished {
+                pending.over = true;
+            }
+            pending.dirs.append(&mut found);
+            self.wake.notify_all();
+        }
+    }
+
+    /// Visits the entries of `dir`, keeping its subdirectories in `found`. False once the walk
+    /// is cancelled.
+    fn read<S, V: Fn(&mut S, &Seen<'_>)>(
+        &self,
+        dir: &Path,
+        depth: usize,
+        state: &mut S,
+        visit: &V,
+        found: &mut Vec<(PathBuf, usize)>,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        // Unreadable entries (permissions, races, paths too long for the system) are skipped
+        // rather than failing the search, and counted so the answer says so.
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            self.unreadable.fetch_add(1, Ordering::Relaxed);
+            return true;
+        };
+        // Each entry's path is this directory's, a separator (as `PathBuf::push` puts one),
+        // and the entry's name.
+        buf.clear();
+        buf.extend_from_slice(dir.as_os_str().as_bytes());
+        if buf.last() != Some(&b'/') {
+            buf.push(b'/');
+        }
+        let base = buf.len();
+        for entry in entries {
+            if self.cancel.is_cancelled() {
+                return false;
+            }
+            let Ok((entry, file_type)) = entry.and_then(|e| e.file_type().map(|t| (e, t))) else {
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let name = entry.file_name();
+            if file_type.is_dir() && IGNORED_DIRS.iter().any(|d| name == *d) {
+                continue;
+            }
+            buf.truncate(base);
+            buf.extend_from_slice(name.as_bytes());
+            let path = Path::new(OsStr::from_bytes(buf));
+            visit(
+                state,
+                &Seen {
+                    path,
+                    rel_at: self.rel_at,
+                    depth: depth + 1,
+                    file_type,
+                },
+            );
+            if file_type.is_dir() {
+                found.push((path.to_path_buf(), depth + 1));
+            }
+        }
+        true
+    }
+}
+
+/// Ends the walk if a visitor panics while its thread reads a directory: the other threads
+/// would otherwise wait for that directory forever, and the panic would never reach the caller.
+pub(super) struct StopOnPanic<'s, 'c>(&'s Shared<'c>);
+
+impl Drop for StopOnPanic<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().over = true;
+            self.0.wake.notify_all();
+        }
+    }
+}
+
+/// What a walk's threads kept, and how many entries it could not read.
+#[derive(Debug, PartialEq)]
+pub(super) struct Walked<S> {
+    pub(super) states: Vec<S>,
+    pub(super) unreadable: usize,
+}
+
+/// `(skipped 2 paths that could not be read …)`, so a missing match is never silent.
+pub(super) fn unreadable_note(n: usize) -> Option<String> {
+    (n > 0).then(|| {
+        let noun = if n == 1 { "path" } else { "paths" };
+        format!(
+            "(skipped {n} {noun} that could not be read: unreadable, or too long for the system)"
+        )
+    })
+}
