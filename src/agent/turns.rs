@@ -295,27 +295,28 @@ impl Transcript {
         agent
             .observer
             .assistant(turn.text.as_deref(), turn.thought.as_deref(), &calls);
-        let outputs = run_tools(agent, &calls, cut).await;
-        let mut clarify = None;
-        // The results go straight into the transcript behind their assistant message, which
-        // gets its calls last: a fan-out's calls and results are never held twice.
+        // Each result goes into the transcript as it comes (in call order), behind its
+        // assistant message, which gets its calls last: a fan-out's calls and results are
+        // never held twice.
         let at = self.history.len();
         self.history.push(Message::Assistant {
             text: turn.text,
             tool_calls: Vec::new(),
             reasoning: turn.reasoning,
         });
-        self.history
-            .extend(calls.iter().zip(outputs).map(|(call, mut out)| {
-                if let Some(Control::Clarify { question, options }) = out.control.take() {
-                    clarify.get_or_insert(AgentEnd::Clarify { question, options });
-                }
-                Message::Tool {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: agent.context.tool_result(call, out.into_text()),
-                }
-            }));
+        let mut clarify = None;
+        let history = &mut self.history;
+        run_tools(agent, &calls, cut, |call, mut out| {
+            if let Some(Control::Clarify { question, options }) = out.control.take() {
+                clarify.get_or_insert(AgentEnd::Clarify { question, options });
+            }
+            history.push(Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: agent.context.tool_result(call, out.into_text()),
+            });
+        })
+        .await;
         self.history.set_calls(at, calls);
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
             content.push_str("\n\n");
@@ -519,13 +520,17 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     check.exceeded
 }
 
-/// Runs one response's tool calls concurrently; results come back in call order. The
-/// `cut` calls answer with [`CUT_OFF_ERROR`] without running.
-async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<ToolOutput> {
+/// Runs one response's tool calls concurrently and hands each result to `each`, in call
+/// order. The `cut` calls answer with [`CUT_OFF_ERROR`] without running.
+async fn run_tools(
+    agent: &Agent,
+    calls: &[ToolCall],
+    cut: &HashSet<String>,
+    mut each: impl FnMut(&ToolCall, ToolOutput),
+) {
     for call in calls {
         agent.observer.tool_call(call);
     }
-    let mut outputs = Vec::with_capacity(calls.len());
     for group in groups(agent, calls, cut) {
         // Each call's future goes straight into the ordered set: no list of them first.
         let mut ordered: FuturesOrdered<_> = group
@@ -543,16 +548,14 @@ async fn run_tools(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> 
                     let start = Instant::now();
                     let out = fut.await;
                     agent.observer.tool_result(call, &out, start.elapsed());
-                    out
+                    (call, out)
                 }
             })
             .collect();
-        // Results are taken in call order as they come, into `outputs` sized up front.
-        while let Some(out) = ordered.next().await {
-            outputs.push(out);
+        while let Some((call, out)) = ordered.next().await {
+            each(call, out);
         }
     }
-    outputs
 }
 
 /// The calls cut into groups that run one after another (contract §12's order): a run of

@@ -23,10 +23,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use tool_args::ToolArgs;
+pub use tool_args::{CallExtra, ToolArgs};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -73,8 +73,8 @@ pub struct ToolCall {
     /// Fields of the call the provider added beyond id, name and arguments, sent back
     /// unchanged on the call (Gemini's `extra_content.google.thought_signature` through
     /// its OpenAI-compatible API).
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub extra: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "CallExtra::is_empty")]
+    pub extra: CallExtra,
 }
 
 impl ToolCall {
@@ -89,7 +89,7 @@ impl ToolCall {
             name: name.into(),
             arguments: arguments.into(),
             invalid_arguments: None,
-            extra: Map::new(),
+            extra: CallExtra::default(),
         }
     }
 
@@ -108,7 +108,7 @@ impl ToolCall {
             name,
             arguments,
             invalid_arguments,
-            extra: Map::new(),
+            extra: CallExtra::default(),
         }
     }
 

@@ -7,6 +7,8 @@
 //! 100,000-task fan-out held ~90 MiB in those maps.
 
 use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
@@ -165,6 +167,64 @@ impl<'de> Deserialize<'de> for ToolArgs {
     }
 }
 
+/// Fields a provider added to a call beside id, name and arguments (see `ToolCall::extra`).
+/// Most calls have none, so the map is only allocated for one that has: a fan-out's
+/// transcript holds every call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallExtra(Option<Box<Map<String, Value>>>);
+
+impl CallExtra {
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|m| m.is_empty())
+    }
+
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.0.as_deref().cloned().unwrap_or_default()
+    }
+}
+
+impl Deref for CallExtra {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        static NONE: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
+        self.0.as_deref().unwrap_or(&NONE)
+    }
+}
+
+impl DerefMut for CallExtra {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl From<Map<String, Value>> for CallExtra {
+    fn from(m: Map<String, Value>) -> Self {
+        Self((!m.is_empty()).then(|| Box::new(m)))
+    }
+}
+
+impl<'a> IntoIterator for &'a CallExtra {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = serde_json::map::Iter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.deref().iter()
+    }
+}
+
+impl Serialize for CallExtra {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.deref().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CallExtra {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Self::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +270,18 @@ mod tests {
         assert_eq!(a.as_str(), r#"{"k":[true]}"#);
         let s: ToolArgs = serde_json::from_str("\"text\"").unwrap();
         assert!(s.is_empty_object());
+    }
+
+    #[test]
+    fn extra_fields_are_allocated_only_when_there_are_some() {
+        let mut e = CallExtra::default();
+        assert!(e.is_empty() && e.0.is_none() && e.get("x").is_none());
+        assert!(CallExtra::from(Map::new()).0.is_none());
+        e.insert("sig".into(), json!("s"));
+        assert_eq!(e.to_map(), *json!({"sig": "s"}).as_object().unwrap());
+        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"sig":"s"}"#);
+        let back: CallExtra = serde_json::from_str(r#"{"sig":"s"}"#).unwrap();
+        assert_eq!(back, e);
     }
 
     #[test]

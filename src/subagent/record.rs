@@ -23,6 +23,8 @@ pub struct TaskRecord {
     text: Box<str>,
     ends: [usize; 2],
     pub kind: Arc<SubagentType>,
+    /// Its place among the run's accepted tasks.
+    pub(super) seq: u32,
     pub state: StateCell,
     /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
     progress: OnceLock<Arc<Progress>>,
@@ -51,6 +53,7 @@ impl TaskRecord {
             text: [id, description, prompt].concat().into(),
             ends: [id.len(), id.len() + description.len()],
             kind,
+            seq: 0,
             state: StateCell::default(),
             progress: OnceLock::new(),
             slot: Slot::default(),

@@ -2,7 +2,7 @@
 //! wait in FIFO order, at most `max_tasks` are accepted per run. Each task runs on its own
 //! tokio task under a child of the run's cancellation token.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,11 +43,21 @@ pub struct Scheduler {
     max_concurrent: u32,
     max_tasks: u32,
     slots: Mutex<Slots>,
-    tasks: Mutex<Vec<Arc<TaskRecord>>>,
+    tasks: Mutex<Tasks>,
     /// Each sub-agent type's prompt and tools, built by its first task.
     kits: Mutex<HashMap<String, Arc<Kit>>>,
     /// Whether the watcher that wakes the queue when the run stops is running.
     watching: AtomicBool,
+}
+
+/// The run's accepted tasks: those not yet forgotten, and the tally of those that were.
+/// A finished task is forgotten, so a fan-out does not keep every record to the end.
+#[derive(Default)]
+struct Tasks {
+    accepted: u32,
+    /// In the order they were accepted.
+    live: BTreeMap<u32, Arc<TaskRecord>>,
+    ended: TaskCounts,
 }
 
 /// What every sub-agent of one type shares: its system prompt and its tools with their
@@ -135,13 +145,28 @@ impl Scheduler {
         kind: Arc<SubagentType>,
     ) -> Option<Arc<TaskRecord>> {
         let mut tasks = lock(&self.tasks);
-        if tasks.len() as u32 >= self.max_tasks {
+        if tasks.accepted >= self.max_tasks {
             return None;
         }
         // The agent loop has made every call id of the lead's transcript unique already.
-        let rec = Arc::new(TaskRecord::new(call_id, description, prompt, kind));
-        tasks.push(rec.clone());
+        let mut rec = TaskRecord::new(call_id, description, prompt, kind);
+        rec.seq = tasks.accepted;
+        let rec = Arc::new(rec);
+        tasks.accepted += 1;
+        tasks.live.insert(rec.seq, rec.clone());
         Some(rec)
+    }
+
+    /// Drops a task that has ended from the run's list; only its outcome is counted on.
+    pub fn forget(&self, rec: &Arc<TaskRecord>) {
+        let state = rec.state.get();
+        if !state.is_terminal() {
+            return;
+        }
+        let mut tasks = lock(&self.tasks);
+        if tasks.live.remove(&rec.seq).is_some() {
+            count(&mut tasks.ended, state);
+        }
     }
 
     /// Takes a running slot now (`task_started`), or joins the queue (`task_queued`). Both
@@ -213,20 +238,19 @@ impl Scheduler {
         }
     }
 
+    #[cfg(test)]
+    pub fn live_tasks(&self) -> usize {
+        lock(&self.tasks).live.len()
+    }
+
     pub fn counts(&self) -> TaskCounts {
         let tasks = lock(&self.tasks);
         let mut c = TaskCounts {
-            total: tasks.len() as u32,
-            ..Default::default()
+            total: tasks.accepted,
+            ..tasks.ended
         };
-        for t in tasks.iter() {
-            match t.state.get() {
-                TaskState::Completed => c.completed += 1,
-                TaskState::Failed => c.failed += 1,
-                TaskState::TimedOut => c.timed_out += 1,
-                TaskState::Cancelled => c.cancelled += 1,
-                TaskState::Pending | TaskState::Running => {}
-            }
+        for t in tasks.live.values() {
+            count(&mut c, t.state.get());
         }
         c
     }
@@ -234,7 +258,8 @@ impl Scheduler {
     /// At the end of a run: tasks still going are cancelled and get their terminal event.
     pub async fn shutdown(&self, control: &crate::agent::RunControl) {
         let pending: Vec<Arc<TaskRecord>> = lock(&self.tasks)
-            .iter()
+            .live
+            .values()
             .filter(|t| !t.state.get().is_terminal())
             .cloned()
             .collect();
@@ -251,6 +276,16 @@ impl Scheduler {
         for t in pending {
             t.cancel(&self.events, &control.cancel_message());
         }
+    }
+}
+
+fn count(c: &mut TaskCounts, state: TaskState) {
+    match state {
+        TaskState::Completed => c.completed += 1,
+        TaskState::Failed => c.failed += 1,
+        TaskState::TimedOut => c.timed_out += 1,
+        TaskState::Cancelled => c.cancelled += 1,
+        TaskState::Pending | TaskState::Running => {}
     }
 }
 

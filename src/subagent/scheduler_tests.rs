@@ -247,6 +247,10 @@ async fn the_lead_reads_how_each_task_ended() {
             "Task failed. Error: provider down".into()
         )
     );
+    // Ended tasks are forgotten; their outcomes still count.
+    assert_eq!(f.sched.live_tasks(), 0);
+    let c = f.sched.counts();
+    assert_eq!((c.total, c.completed, c.failed), (2, 1, 1));
     let (status, msg) = f.task("t3", "third", "reviewer").await;
     assert_eq!(status, ToolStatus::Error);
     assert_eq!(

@@ -101,6 +101,7 @@ impl Tool for TaskTool {
         // task is spawned then, so memory grows with the concurrency, not the queue.
         Box::pin(async move {
             if let Err(out) = wait_for_slot(&sched, &rec, admission).await {
+                sched.forget(&rec);
                 return out;
             }
             let handle = tokio::spawn({
@@ -119,6 +120,7 @@ impl Tool for TaskTool {
                 }
             };
             sched.release();
+            sched.forget(&rec);
             out
         })
     }

@@ -445,7 +445,7 @@ mod tests {
     async fn extra_fields_of_a_streamed_call_go_back_unchanged() {
         let r = parse(SIGNED_CALL).await;
         let extra = json!({"extra_content": {"google": {"thought_signature": "CiQB0e2Kb+sig=="}}});
-        assert_eq!(Value::Object(r.tool_calls[0].extra.clone()), extra);
+        assert_eq!(Value::Object(r.tool_calls[0].extra.to_map()), extra);
         assert_eq!(
             assistant_on_the_wire(r)["tool_calls"][0],
             json!({

@@ -286,7 +286,7 @@ fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         // A string is the argument text as a provider sent it (`--record` writes broken
         // JSON that way); anything else is the arguments themselves.
         let mut call = c.arguments.call(id, c.name);
-        call.extra = c.extra;
+        call.extra = c.extra.into();
         call
     }));
     let tool_calls = calls;
@@ -435,7 +435,7 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
                     Some(raw) => ScriptedArgs::text(raw),
                     None => ScriptedArgs::object(&c.arguments),
                 },
-                extra: c.extra.clone(),
+                extra: c.extra.to_map(),
             })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {

@@ -286,7 +286,7 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
                 name,
                 arguments: ToolArgs::from_value(start_input),
                 invalid_arguments: None,
-                extra: Map::new(),
+                extra: Default::default(),
             },
             _ => ToolCall::from_raw(id, name, ""),
         }
@@ -354,14 +354,14 @@ mod tests {
                     name: "read_file".into(),
                     arguments: json!({"path": "src/main.rs"}).into(),
                     invalid_arguments: None,
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
                 ToolCall {
                     id: "toolu_B".into(),
                     name: "get_time".into(),
                     arguments: json!({}).into(),
                     invalid_arguments: None,
-                    extra: Map::new(),
+                    extra: Default::default(),
                 },
             ]
         );

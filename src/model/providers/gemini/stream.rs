@@ -358,7 +358,7 @@ impl GeminiAssembler {
                     name,
                     arguments,
                     invalid_arguments: None,
-                    extra: Map::new(),
+                    extra: Default::default(),
                 }
             }
             Some(Value::String(raw)) => {
@@ -388,7 +388,7 @@ impl GeminiAssembler {
         if !own.is_empty() {
             extra.insert("functionCall".into(), Value::Object(own));
         }
-        tool_call.extra = extra;
+        tool_call.extra = extra.into();
         self.calls.push(tool_call);
     }
 }

@@ -120,7 +120,7 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
         call.id
     );
     assert_eq!(
-        Value::Object(call.extra.clone()),
+        Value::Object(call.extra.to_map()),
         json!({"thoughtSignature": signature})
     );
     // Plain text only (the empty closing part): nothing beyond the call to keep.
@@ -171,11 +171,11 @@ async fn parallel_calls_keep_their_ids_and_responses_follow_the_calls_order() {
     let signature = signature_in(PARALLEL, 0).unwrap();
     assert_eq!(signature.len(), 680);
     assert_eq!(
-        Value::Object(r.tool_calls[0].extra.clone()),
+        Value::Object(r.tool_calls[0].extra.to_map()),
         json!({"thoughtSignature": signature, "functionCall": {"id": "dv8szvqe"}})
     );
     assert_eq!(
-        Value::Object(r.tool_calls[1].extra.clone()),
+        Value::Object(r.tool_calls[1].extra.to_map()),
         json!({"functionCall": {"id": "j80tal12"}})
     );
     assert_eq!(

@@ -445,7 +445,8 @@ mod tests {
             extra: json!({"id": "not this", "extra_content": {"sig": "s"}})
                 .as_object()
                 .unwrap()
-                .clone(),
+                .clone()
+                .into(),
         }];
         let req = request(
             vec![

@@ -135,7 +135,7 @@ impl Assembler for OpenAiAssembler {
             .calls
             .into_values()
             .map(|c| ToolCall {
-                extra: c.extra,
+                extra: c.extra.into(),
                 ..ToolCall::from_raw(c.id, c.name, &c.arguments)
             })
             .collect();
@@ -375,7 +375,7 @@ mod tests {
                 name: "read_file".into(),
                 arguments: json!({"path": "src/main.rs"}).into(),
                 invalid_arguments: None,
-                extra: Map::new(),
+                extra: Default::default(),
             }]
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
