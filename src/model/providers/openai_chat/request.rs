@@ -5,6 +5,9 @@
 //! messages and tools, most of every request, are serialized borrowed. Building them as a
 //! `Value` tree first cost hundreds of allocations per call (issue 13).
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
 
@@ -28,11 +31,94 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
 }
 
-/// The request body's bytes.
-pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
-    // Serializing cannot fail: string keys only, and serde_json writes non-finite floats
-    // as null.
-    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+/// The request body's bytes: what serializing [`body`] gives, with the `tools` array
+/// taken from `tools` when it holds this tool list already.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, tools: &ToolsCache) -> Vec<u8> {
+    let body = body(settings, req);
+    let tools_json = (!req.tools.is_empty()).then(|| tools.json(&req.tools));
+    let mut out = Vec::with_capacity(size_hint(req, tools_json.as_deref().map_or(0, <[u8]>::len)));
+    out.push(b'{');
+    for (i, (key, value)) in body.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(&mut out, key);
+        out.push(b':');
+        match (value.as_str(), &tools_json) {
+            (Some(MESSAGES), _) => write_json(&mut out, &Messages(req)),
+            (Some(TOOLS), Some(json)) => out.extend_from_slice(json),
+            (Some(TOOLS), None) => write_json(&mut out, &Tools(&req.tools)),
+            _ => write_json(&mut out, value),
+        }
+    }
+    out.push(b'}');
+    out
+}
+
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Cannot fail: string keys only, serde_json writes non-finite floats as null, and
+    // writing to a Vec does not fail.
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// Roughly the body's length, so it is written into one allocation rather than grown by
+/// doubling: the tools' JSON, the texts, and some room for each message's keys.
+fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
+    let texts: usize = req
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User(text) => text.len(),
+            Message::Assistant {
+                text, tool_calls, ..
+            } => text.as_ref().map_or(0, String::len) + 128 * tool_calls.len(),
+            Message::Tool { content, .. } => content.len(),
+        } + 64)
+        .sum();
+    512 + tools_json + req.system.len() + texts + texts / 8
+}
+
+/// The serialized `tools` array of each tool list the model was recently called with, by
+/// identity. An agent offers one `Arc` of tool specs for its whole run (`tools::Toolset`,
+/// shared by every sub-agent of a type), and writing their JSON Schemas out again on every
+/// call was most of each request body's cost (issue 13).
+#[derive(Debug, Default)]
+pub struct ToolsCache {
+    /// Oldest first. Holding the `Arc` keeps its address from being reused by another
+    /// list (and the list from being changed through `Arc::get_mut`) while it is here.
+    entries: Mutex<VecDeque<(Arc<[ToolSpec]>, Arc<[u8]>)>>,
+}
+
+/// Tool lists kept: one per agent type of a run is the usual need.
+const TOOLS_CACHED: usize = 8;
+
+impl ToolsCache {
+    /// The JSON of `tools` as the request's `tools` array.
+    fn json(&self, tools: &Arc<[ToolSpec]>) -> Arc<[u8]> {
+        if let Some(json) = self.find(tools) {
+            return json;
+        }
+        // Serialized outside the lock: two callers racing both write it, one is kept.
+        let mut out = Vec::new();
+        write_json(&mut out, &Tools(tools));
+        let json: Arc<[u8]> = out.into();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if !entries.iter().any(|(t, _)| Arc::ptr_eq(t, tools)) {
+            if entries.len() >= TOOLS_CACHED {
+                entries.pop_front();
+            }
+            entries.push_back((tools.clone(), json.clone()));
+        }
+        json
+    }
+
+    fn find(&self, tools: &Arc<[ToolSpec]>) -> Option<Arc<[u8]>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .find(|(t, _)| Arc::ptr_eq(t, tools))
+            .map(|(_, json)| json.clone())
+    }
 }
 
 pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
@@ -122,12 +208,23 @@ impl Serialize for Messages<'_> {
         let system = !req.system.is_empty();
         let mut seq = s.serialize_seq(Some(req.messages.len() + usize::from(system)))?;
         if system {
-            seq.serialize_element(&json!({"role": "system", "content": &*req.system}))?;
+            seq.serialize_element(&SystemMessage(&req.system))?;
         }
         for m in req.messages.iter() {
             seq.serialize_element(&WireMessage(m))?;
         }
         seq.end()
+    }
+}
+
+struct SystemMessage<'a>(&'a str);
+
+impl Serialize for SystemMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", "system")?;
+        m.serialize_entry("content", self.0)?;
+        m.end()
     }
 }
 
@@ -189,13 +286,30 @@ impl Serialize for WireCall<'_> {
         m.serialize_entry("type", "function")?;
         m.serialize_entry(
             "function",
-            &json!({"name": call.name, "arguments": call.arguments_text()}),
+            &WireFunction {
+                name: &call.name,
+                arguments: call.arguments_text(),
+            },
         )?;
         for (key, value) in &call.extra {
             if !matches!(key.as_str(), "id" | "type" | "function") {
                 m.serialize_entry(key, value)?;
             }
         }
+        m.end()
+    }
+}
+
+struct WireFunction<'a, A> {
+    name: &'a str,
+    arguments: A,
+}
+
+impl<A: Serialize> Serialize for WireFunction<'_, A> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("name", self.name)?;
+        m.serialize_entry("arguments", &self.arguments)?;
         m.end()
     }
 }
@@ -433,6 +547,77 @@ mod tests {
         }
     }
 
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("the \"{name}\" tool"),
+            parameters: json!({"type": "object", "properties": {"p": {"type": "string"}}}),
+        }
+    }
+
+    #[test]
+    fn cached_tools_give_the_same_bytes_as_serializing_the_body() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = ToolsCache::default();
+        let mut req = request(vec![Message::User("hi".into())], vec![], false);
+        let lists: Vec<Arc<[ToolSpec]>> = vec![
+            Arc::from([tool("a"), tool("b")]),
+            Arc::from([tool("c")]),
+            // The same specs in another list: kept apart, as they are told apart by identity.
+            Arc::from([tool("a"), tool("b")]),
+        ];
+        for round in 0..2 {
+            for tools in &lists {
+                req.tools = tools.clone();
+                let bytes = request_bytes(&settings, &req, &cache);
+                let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                assert_eq!(
+                    String::from_utf8(bytes).unwrap(),
+                    String::from_utf8(expected).unwrap(),
+                    "round {round}"
+                );
+            }
+        }
+        assert_eq!(cache.entries.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_tools_cache_keeps_the_latest_lists() {
+        let cache = ToolsCache::default();
+        let lists: Vec<Arc<[ToolSpec]>> = (0..TOOLS_CACHED + 2)
+            .map(|i| Arc::from([tool(&format!("t{i}"))]))
+            .collect();
+        for tools in &lists {
+            let json = cache.json(tools);
+            assert_eq!(
+                &*json,
+                serde_json::to_vec(&Tools(tools)).unwrap().as_slice()
+            );
+            // A second call is the cached copy itself.
+            assert!(Arc::ptr_eq(&json, &cache.json(tools)));
+        }
+        let entries = cache.entries.lock().unwrap();
+        assert_eq!(entries.len(), TOOLS_CACHED);
+        assert!(Arc::ptr_eq(&entries[0].0, &lists[2]));
+        drop(entries);
+        // An evicted list is written again, not lost.
+        let json = cache.json(&lists[0]);
+        assert_eq!(
+            &*json,
+            serde_json::to_vec(&Tools(&lists[0])).unwrap().as_slice()
+        );
+    }
+
+    #[test]
+    fn a_request_without_tools_leaves_the_cache_alone() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = ToolsCache::default();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let bytes = request_bytes(&settings, &req, &cache);
+        assert_eq!(bytes, serde_json::to_vec(&body(&settings, &req)).unwrap());
+        assert!(cache.entries.lock().unwrap().is_empty());
+    }
+
     #[test]
     fn the_bytes_are_the_body_in_order_and_extra_body_replaces_any_key_in_place() {
         let mut settings = HttpSettings::new("m", "http://x/v1", None);
@@ -464,7 +649,8 @@ mod tests {
             vec![time_tool()],
             false,
         );
-        let bytes = String::from_utf8(request_bytes(&settings, &req)).unwrap();
+        let bytes =
+            String::from_utf8(request_bytes(&settings, &req, &ToolsCache::default())).unwrap();
         assert_eq!(bytes, request_body(&settings, &req).to_string());
         let keys: Vec<String> = request_body(&settings, &req)
             .as_object()
