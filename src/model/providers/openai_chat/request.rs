@@ -86,8 +86,11 @@ fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
 pub struct ToolsCache {
     /// Oldest first. Holding the `Arc` keeps its address from being reused by another
     /// list (and the list from being changed through `Arc::get_mut`) while it is here.
-    entries: Mutex<VecDeque<(Arc<[ToolSpec]>, Arc<[u8]>)>>,
+    entries: Mutex<VecDeque<CachedTools>>,
 }
+
+/// A tool list and its `tools` array.
+type CachedTools = (Arc<[ToolSpec]>, Arc<[u8]>);
 
 /// Tool lists kept: one per agent type of a run is the usual need.
 const TOOLS_CACHED: usize = 8;
