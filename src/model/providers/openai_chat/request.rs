@@ -6,7 +6,7 @@
 //! `Value` tree first cost hundreds of allocations per call (issue 13).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
@@ -31,28 +31,61 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
 }
 
-/// The request body's bytes: what serializing [`body`] gives, with the `tools` array
-/// taken from `tools` when it holds this tool list already.
-pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, tools: &ToolsCache) -> Vec<u8> {
-    let body = body(settings, req);
-    let tools_json = (!req.tools.is_empty()).then(|| tools.json(&req.tools));
+/// The request body's bytes: what serializing [`body`] gives, with the parts that are the
+/// same on every call (the settings, the `tools` array) taken from `cache` once it has them.
+/// A cache serves one model's settings.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, cache: &WireCache) -> Vec<u8> {
+    let fresh;
+    let parts = if req.output_schema.is_none() {
+        cache.parts(settings, req)
+    } else {
+        fresh = parts(&body(settings, req));
+        &fresh
+    };
+    let tools_json = (!req.tools.is_empty()).then(|| cache.tools_json(&req.tools));
     let mut out = Vec::with_capacity(size_hint(req, tools_json.as_deref().map_or(0, <[u8]>::len)));
-    out.push(b'{');
-    for (i, (key, value)) in body.fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json(&mut out, key);
-        out.push(b':');
-        match (value.as_str(), &tools_json) {
-            (Some(MESSAGES), _) => write_json(&mut out, &Messages(req)),
-            (Some(TOOLS), Some(json)) => out.extend_from_slice(json),
-            (Some(TOOLS), None) => write_json(&mut out, &Tools(&req.tools)),
-            _ => write_json(&mut out, value),
+    for part in parts {
+        match (part, &tools_json) {
+            (Part::Json(json), _) => out.extend_from_slice(json),
+            (Part::Messages, _) => write_json(&mut out, &Messages(req)),
+            (Part::Tools, Some(json)) => out.extend_from_slice(json),
+            (Part::Tools, None) => write_json(&mut out, &Tools(&req.tools)),
         }
     }
-    out.push(b'}');
     out
+}
+
+/// The body's JSON cut where the borrowed parts go.
+#[derive(Debug)]
+enum Part {
+    Json(Vec<u8>),
+    Messages,
+    Tools,
+}
+
+fn parts(body: &Body<'_>) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut json = vec![b'{'];
+    for (i, (key, value)) in body.fields.iter().enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        write_json(&mut json, key);
+        json.push(b':');
+        let borrowed = match value.as_str() {
+            Some(MESSAGES) => Part::Messages,
+            Some(TOOLS) => Part::Tools,
+            _ => {
+                write_json(&mut json, value);
+                continue;
+            }
+        };
+        parts.push(Part::Json(std::mem::take(&mut json)));
+        parts.push(borrowed);
+    }
+    json.push(b'}');
+    parts.push(Part::Json(json));
+    parts
 }
 
 fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
@@ -78,15 +111,19 @@ fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
     512 + tools_json + req.system.len() + texts + texts / 8
 }
 
-/// The serialized `tools` array of each tool list the model was recently called with, by
-/// identity. An agent offers one `Arc` of tool specs for its whole run (`tools::Toolset`,
-/// shared by every sub-agent of a type), and writing their JSON Schemas out again on every
-/// call was most of each request body's cost (issue 13).
+/// What one model's request bodies have in common, serialized once (issue 13: writing
+/// them out on every call was most of each body's cost).
 #[derive(Debug, Default)]
-pub struct ToolsCache {
-    /// Oldest first. Holding the `Arc` keeps its address from being reused by another
-    /// list (and the list from being changed through `Arc::get_mut`) while it is here.
+pub struct WireCache {
+    /// The serialized `tools` array of each tool list the model was recently called with,
+    /// by identity: an agent offers one `Arc` of tool specs for its whole run
+    /// (`tools::Toolset`, shared by every sub-agent of a type). Oldest first. Holding the
+    /// `Arc` keeps its address from being reused by another list (and the list from being
+    /// changed through `Arc::get_mut`) while it is here.
     entries: Mutex<VecDeque<CachedTools>>,
+    /// The body's settings around the messages and tools, by request shape (tools or
+    /// none, `tool_choice: none` or not); a request with an output schema builds its own.
+    shapes: [OnceLock<Vec<Part>>; 4],
 }
 
 /// A tool list and its `tools` array.
@@ -95,9 +132,14 @@ type CachedTools = (Arc<[ToolSpec]>, Arc<[u8]>);
 /// Tool lists kept: one per agent type of a run is the usual need.
 const TOOLS_CACHED: usize = 8;
 
-impl ToolsCache {
+impl WireCache {
+    fn parts(&self, settings: &HttpSettings, req: &ChatRequest) -> &[Part] {
+        let shape = 2 * usize::from(req.tools.is_empty()) + usize::from(req.tool_choice_none);
+        self.shapes[shape].get_or_init(|| parts(&body(settings, req)))
+    }
+
     /// The JSON of `tools` as the request's `tools` array.
-    fn json(&self, tools: &Arc<[ToolSpec]>) -> Arc<[u8]> {
+    fn tools_json(&self, tools: &Arc<[ToolSpec]>) -> Arc<[u8]> {
         if let Some(json) = self.find(tools) {
             return json;
         }
@@ -561,7 +603,7 @@ mod tests {
     #[test]
     fn cached_tools_give_the_same_bytes_as_serializing_the_body() {
         let settings = HttpSettings::new("m", "http://x/v1", None);
-        let cache = ToolsCache::default();
+        let cache = WireCache::default();
         let mut req = request(vec![Message::User("hi".into())], vec![], false);
         let lists: Vec<Arc<[ToolSpec]>> = vec![
             Arc::from([tool("a"), tool("b")]),
@@ -585,26 +627,59 @@ mod tests {
     }
 
     #[test]
+    fn every_request_shape_gives_the_bytes_of_its_body_from_one_cache() {
+        let replacing = json!({"tools": [], "messages": "m", "temperature": 1, "x": [1]});
+        for extra in [json!({}), replacing] {
+            let mut settings = HttpSettings::new("m", "http://x/v1", None);
+            settings.max_tokens = Some(9);
+            settings.extra_body = extra.as_object().unwrap().clone();
+            let cache = WireCache::default();
+            let specs: Arc<[ToolSpec]> = Arc::from([tool("a")]);
+            for round in 0..2 {
+                for tools in [Arc::from([]), specs.clone()] {
+                    for (none, schema) in [(false, false), (true, false), (false, true)] {
+                        let mut req = request(vec![Message::User("hi".into())], vec![], none);
+                        req.tools = tools.clone();
+                        if schema {
+                            let schema = json!({"type": "object"});
+                            req.output_schema =
+                                Some(Arc::new(OutputSchema::new("s", schema).unwrap()));
+                        }
+                        let bytes = request_bytes(&settings, &req, &cache);
+                        let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                        assert_eq!(
+                            String::from_utf8(bytes).unwrap(),
+                            String::from_utf8(expected).unwrap(),
+                            "round {round}, extra {extra}, tools {}, none {none}, schema {schema}",
+                            tools.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_tools_cache_keeps_the_latest_lists() {
-        let cache = ToolsCache::default();
+        let cache = WireCache::default();
         let lists: Vec<Arc<[ToolSpec]>> = (0..TOOLS_CACHED + 2)
             .map(|i| Arc::from([tool(&format!("t{i}"))]))
             .collect();
         for tools in &lists {
-            let json = cache.json(tools);
+            let json = cache.tools_json(tools);
             assert_eq!(
                 &*json,
                 serde_json::to_vec(&Tools(tools)).unwrap().as_slice()
             );
             // A second call is the cached copy itself.
-            assert!(Arc::ptr_eq(&json, &cache.json(tools)));
+            assert!(Arc::ptr_eq(&json, &cache.tools_json(tools)));
         }
         let entries = cache.entries.lock().unwrap();
         assert_eq!(entries.len(), TOOLS_CACHED);
         assert!(Arc::ptr_eq(&entries[0].0, &lists[2]));
         drop(entries);
         // An evicted list is written again, not lost.
-        let json = cache.json(&lists[0]);
+        let json = cache.tools_json(&lists[0]);
         assert_eq!(
             &*json,
             serde_json::to_vec(&Tools(&lists[0])).unwrap().as_slice()
@@ -614,7 +689,7 @@ mod tests {
     #[test]
     fn a_request_without_tools_leaves_the_cache_alone() {
         let settings = HttpSettings::new("m", "http://x/v1", None);
-        let cache = ToolsCache::default();
+        let cache = WireCache::default();
         let req = request(vec![Message::User("hi".into())], vec![], false);
         let bytes = request_bytes(&settings, &req, &cache);
         assert_eq!(bytes, serde_json::to_vec(&body(&settings, &req)).unwrap());
@@ -653,7 +728,7 @@ mod tests {
             false,
         );
         let bytes =
-            String::from_utf8(request_bytes(&settings, &req, &ToolsCache::default())).unwrap();
+            String::from_utf8(request_bytes(&settings, &req, &WireCache::default())).unwrap();
         assert_eq!(bytes, request_body(&settings, &req).to_string());
         let keys: Vec<String> = request_body(&settings, &req)
             .as_object()
