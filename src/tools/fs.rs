@@ -282,15 +282,23 @@ fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<Strin
         return Ok(shown);
     }
     let mut lines = Vec::new();
-    for (entry, is_dir) in
+    for (name, is_dir) in
         sorted_entries(dir).map_err(|e| format!("Error: cannot list {shown}: {e}"))?
     {
-        push_entry(&mut lines, ws, &entry, is_dir);
+        let entry_shown = child_shown(&shown, &name);
         if is_dir {
+            lines.push(format!("{entry_shown}/"));
             // A second-level read error (permissions) just leaves that directory unexpanded.
-            for (child, child_is_dir) in sorted_entries(&entry).unwrap_or_default() {
-                push_entry(&mut lines, ws, &child, child_is_dir);
+            for (child, child_is_dir) in sorted_entries(&dir.join(&name)).unwrap_or_default() {
+                let child_shown = child_shown(&entry_shown, &child);
+                lines.push(if child_is_dir {
+                    format!("{child_shown}/")
+                } else {
+                    child_shown
+                });
             }
+        } else {
+            lines.push(entry_shown);
         }
     }
     Ok(if lines.is_empty() {
@@ -300,28 +308,35 @@ fn list_two_levels(dir: &Path, ws: &crate::workspace::Workspace) -> Result<Strin
     })
 }
 
-fn push_entry(
-    lines: &mut Vec<String>,
-    ws: &crate::workspace::Workspace,
-    path: &Path,
-    is_dir: bool,
-) {
-    let shown = ws.display_path(path);
-    lines.push(if is_dir { format!("{shown}/") } else { shown });
+/// How `Workspace::display_path` shows the entry `name` of a directory it shows as
+/// `dir_shown`, without matching the whole path against the workspace roots again for every
+/// entry (most of a listing's cost, issue 13).
+fn child_shown(dir_shown: &str, name: &std::ffi::OsStr) -> String {
+    let name = name.to_string_lossy();
+    if dir_shown == "." {
+        name.into_owned()
+    } else if dir_shown.ends_with('/') {
+        format!("{dir_shown}{name}")
+    } else {
+        format!("{dir_shown}/{name}")
+    }
 }
 
-/// A directory's entries sorted by name, ignored directories left out. Symlinks count as
-/// files so a listing never descends through a link (which could point outside).
-fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool)>> {
+/// A directory's entries (their names) sorted as their paths sort, ignored directories left
+/// out. Symlinks count as files so a listing never descends through a link (which could
+/// point outside).
+fn sorted_entries(dir: &Path) -> std::io::Result<Vec<(std::ffi::OsString, bool)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && IGNORED_DIRS.iter().any(|d| entry.file_name() == *d) {
+        let name = entry.file_name();
+        if is_dir && IGNORED_DIRS.iter().any(|d| name == *d) {
             continue;
         }
-        out.push((entry.path(), is_dir));
+        out.push((name, is_dir));
     }
+    // Paths in one directory sort by their last component, which is the name.
     out.sort();
     Ok(out)
 }
@@ -615,6 +630,91 @@ pub(crate) mod tests {
             (s, text.as_str()),
             (O, "a.txt\n... [40 characters truncated] ...")
         );
+    }
+
+    /// The listing as it was built before issue 13: every entry's whole path shown through
+    /// `display_path`, the entries sorted by path.
+    fn listing_by_paths(dir: &Path, ws: &Workspace) -> String {
+        fn entries(dir: &Path) -> Vec<(PathBuf, bool)> {
+            let mut out: Vec<(PathBuf, bool)> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| (e.path(), e.file_type().unwrap().is_dir()))
+                .filter(|(p, d)| !(*d && IGNORED_DIRS.iter().any(|i| p.file_name().unwrap() == *i)))
+                .collect();
+            out.sort();
+            out
+        }
+        let show = |p: &Path, d: bool| {
+            let s = ws.display_path(p);
+            if d {
+                format!("{s}/")
+            } else {
+                s
+            }
+        };
+        let mut lines = Vec::new();
+        for (entry, is_dir) in entries(dir) {
+            lines.push(show(&entry, is_dir));
+            if is_dir {
+                for (child, child_is_dir) in entries(&entry) {
+                    lines.push(show(&child, child_is_dir));
+                }
+            }
+        }
+        lines.join("\n")
+    }
+
+    #[test]
+    fn listings_show_entries_as_display_path_shows_their_paths() {
+        let make = |root: &Path| {
+            for d in [
+                "Sub/deep",
+                "sub/x y",
+                "a",
+                "é/ü",
+                "node_modules/n",
+                ".hidden",
+            ] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            for f in [
+                "a.txt",
+                "a-b",
+                "B",
+                "sub/x y/z",
+                "sub/x y.txt",
+                "é/f",
+                ".hidden/h",
+            ] {
+                std::fs::write(root.join(f), "").unwrap();
+            }
+        };
+        let (dir, skills, outside) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        for root in [dir.path(), skills.path(), outside.path()] {
+            make(root);
+        }
+        let ws = Workspace::new(dir.path(), Some(skills.path())).unwrap();
+        let root = ws.root().to_path_buf();
+        let skills_root = skills.path().canonicalize().unwrap();
+        let outside_root = outside.path().canonicalize().unwrap();
+        for listed in [
+            root.clone(),
+            root.join("sub"),
+            root.join("é"),
+            skills_root.clone(),
+            skills_root.join("sub"),
+            outside_root.clone(),
+            outside_root.join("sub"),
+        ] {
+            let ours = list_two_levels(&listed, &ws).unwrap();
+            assert_eq!(ours, listing_by_paths(&listed, &ws), "{}", listed.display());
+            assert!(ours.lines().count() > 1, "{ours}");
+        }
     }
 
     #[tokio::test]
