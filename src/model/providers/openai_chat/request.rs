@@ -47,12 +47,29 @@ pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, cache: &WireCac
     for part in parts {
         match (part, &tools_json) {
             (Part::Json(json), _) => out.extend_from_slice(json),
-            (Part::Messages, _) => write_json(&mut out, &Messages(req)),
+            (Part::Messages, _) => write_messages(&mut out, req, cache),
             (Part::Tools, Some(json)) => out.extend_from_slice(json),
             (Part::Tools, None) => write_json(&mut out, &Tools(&req.tools)),
         }
     }
     out
+}
+
+/// The `messages` array, as serializing [`Messages`] writes it.
+fn write_messages(out: &mut Vec<u8>, req: &ChatRequest, cache: &WireCache) {
+    out.push(b'[');
+    let mut first = true;
+    if !req.system.is_empty() {
+        out.extend_from_slice(&cache.system_json(&req.system));
+        first = false;
+    }
+    for m in req.messages.iter() {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        write_json(out, &WireMessage(m));
+    }
+    out.push(b']');
 }
 
 /// The body's JSON cut where the borrowed parts go.
@@ -115,22 +132,16 @@ fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
 /// them out on every call was most of each body's cost).
 #[derive(Debug, Default)]
 pub struct WireCache {
-    /// The serialized `tools` array of each tool list the model was recently called with,
-    /// by identity: an agent offers one `Arc` of tool specs for its whole run
-    /// (`tools::Toolset`, shared by every sub-agent of a type). Oldest first. Holding the
-    /// `Arc` keeps its address from being reused by another list (and the list from being
-    /// changed through `Arc::get_mut`) while it is here.
-    entries: Mutex<VecDeque<CachedTools>>,
+    /// The `tools` array of each tool list the model was recently called with: an agent
+    /// offers one `Arc` of tool specs for its whole run (`tools::Toolset`, shared by every
+    /// sub-agent of a type).
+    tools: ByIdentity<[ToolSpec]>,
+    /// The system message of each recent system prompt, one `Arc` per agent type too.
+    system: ByIdentity<str>,
     /// The body's settings around the messages and tools, by request shape (tools or
     /// none, `tool_choice: none` or not); a request with an output schema builds its own.
     shapes: [OnceLock<Vec<Part>>; 4],
 }
-
-/// A tool list and its `tools` array.
-type CachedTools = (Arc<[ToolSpec]>, Arc<[u8]>);
-
-/// Tool lists kept: one per agent type of a run is the usual need.
-const TOOLS_CACHED: usize = 8;
 
 impl WireCache {
     fn parts(&self, settings: &HttpSettings, req: &ChatRequest) -> &[Part] {
@@ -140,28 +151,62 @@ impl WireCache {
 
     /// The JSON of `tools` as the request's `tools` array.
     fn tools_json(&self, tools: &Arc<[ToolSpec]>) -> Arc<[u8]> {
-        if let Some(json) = self.find(tools) {
+        self.tools.json(tools, |t, out| write_json(out, &Tools(t)))
+    }
+
+    /// The JSON of the system message with `system` as its content.
+    fn system_json(&self, system: &Arc<str>) -> Arc<[u8]> {
+        self.system
+            .json(system, |text, out| write_json(out, &SystemMessage(text)))
+    }
+}
+
+/// JSON written from shared values, by the identity of their `Arc`. Oldest first. Holding
+/// the `Arc` keeps its address from being reused by another value (and the value from
+/// being changed through `Arc::get_mut`) while it is here.
+#[derive(Debug)]
+struct ByIdentity<T: ?Sized> {
+    entries: Mutex<VecDeque<Cached<T>>>,
+}
+
+/// A value and its JSON.
+type Cached<T> = (Arc<T>, Arc<[u8]>);
+
+impl<T: ?Sized> Default for ByIdentity<T> {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::default(),
+        }
+    }
+}
+
+/// Values kept: one per agent type of a run is the usual need.
+const CACHED: usize = 8;
+
+impl<T: ?Sized> ByIdentity<T> {
+    fn json(&self, value: &Arc<T>, write: impl FnOnce(&T, &mut Vec<u8>)) -> Arc<[u8]> {
+        if let Some(json) = self.find(value) {
             return json;
         }
-        // Serialized outside the lock: two callers racing both write it, one is kept.
+        // Written outside the lock: two callers racing both write it, one is kept.
         let mut out = Vec::new();
-        write_json(&mut out, &Tools(tools));
+        write(value, &mut out);
         let json: Arc<[u8]> = out.into();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if !entries.iter().any(|(t, _)| Arc::ptr_eq(t, tools)) {
-            if entries.len() >= TOOLS_CACHED {
+        if !entries.iter().any(|(v, _)| Arc::ptr_eq(v, value)) {
+            if entries.len() >= CACHED {
                 entries.pop_front();
             }
-            entries.push_back((tools.clone(), json.clone()));
+            entries.push_back((value.clone(), json.clone()));
         }
         json
     }
 
-    fn find(&self, tools: &Arc<[ToolSpec]>) -> Option<Arc<[u8]>> {
+    fn find(&self, value: &Arc<T>) -> Option<Arc<[u8]>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .iter()
-            .find(|(t, _)| Arc::ptr_eq(t, tools))
+            .find(|(v, _)| Arc::ptr_eq(v, value))
             .map(|(_, json)| json.clone())
     }
 }
@@ -623,7 +668,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(cache.entries.lock().unwrap().len(), 3);
+        assert_eq!(cache.tools.entries.lock().unwrap().len(), 3);
     }
 
     #[test]
@@ -660,9 +705,39 @@ mod tests {
     }
 
     #[test]
+    fn system_messages_are_cached_by_prompt_and_give_the_same_bytes() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let mut req = request(vec![Message::User("hi".into())], vec![], false);
+        let prompts: [Arc<str>; 4] = [
+            Arc::from("be brief"),
+            Arc::from(""),
+            Arc::from("say \"why\"\n\tin one line"),
+            Arc::from("be brief"),
+        ];
+        for round in 0..2 {
+            for system in &prompts {
+                req.system = system.clone();
+                for history in [vec![], vec![Message::User("hi".into())]] {
+                    req.messages = Arc::new(history);
+                    let bytes = request_bytes(&settings, &req, &cache);
+                    let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                    assert_eq!(
+                        String::from_utf8(bytes).unwrap(),
+                        String::from_utf8(expected).unwrap(),
+                        "round {round}, {system:?}"
+                    );
+                }
+            }
+        }
+        // The empty prompt sends no system message, so it is not kept.
+        assert_eq!(cache.system.entries.lock().unwrap().len(), 3);
+    }
+
+    #[test]
     fn the_tools_cache_keeps_the_latest_lists() {
         let cache = WireCache::default();
-        let lists: Vec<Arc<[ToolSpec]>> = (0..TOOLS_CACHED + 2)
+        let lists: Vec<Arc<[ToolSpec]>> = (0..CACHED + 2)
             .map(|i| Arc::from([tool(&format!("t{i}"))]))
             .collect();
         for tools in &lists {
@@ -674,8 +749,8 @@ mod tests {
             // A second call is the cached copy itself.
             assert!(Arc::ptr_eq(&json, &cache.tools_json(tools)));
         }
-        let entries = cache.entries.lock().unwrap();
-        assert_eq!(entries.len(), TOOLS_CACHED);
+        let entries = cache.tools.entries.lock().unwrap();
+        assert_eq!(entries.len(), CACHED);
         assert!(Arc::ptr_eq(&entries[0].0, &lists[2]));
         drop(entries);
         // An evicted list is written again, not lost.
@@ -693,7 +768,7 @@ mod tests {
         let req = request(vec![Message::User("hi".into())], vec![], false);
         let bytes = request_bytes(&settings, &req, &cache);
         assert_eq!(bytes, serde_json::to_vec(&body(&settings, &req)).unwrap());
-        assert!(cache.entries.lock().unwrap().is_empty());
+        assert!(cache.tools.entries.lock().unwrap().is_empty());
     }
 
     #[test]
