@@ -271,10 +271,12 @@ impl StreamCall<'_> {
     /// once, the body moved in (a copy shares it rather than copying its bytes). What
     /// reqwest rejects here fails every attempt, as sending it would.
     fn prepare(&mut self) -> Result<reqwest::Request, ModelError> {
-        let mut builder = self
-            .client
-            .post(&self.url)
-            .body(std::mem::take(&mut self.body));
+        let builder = match parsed_url(&self.url) {
+            Some(url) => self.client.post(url),
+            // reqwest's own parse says why it is not a URL, as sending it would.
+            None => self.client.post(&self.url),
+        };
+        let mut builder = builder.body(std::mem::take(&mut self.body));
         for (name, value) in &self.headers {
             builder = builder.header(*name, value);
         }
@@ -376,6 +378,26 @@ impl StreamCall<'_> {
             message,
         }
     }
+}
+
+/// `url` parsed, through a per-thread memo of the last one: a model posts to one endpoint
+/// on every call, and parsing it anew was a fair part of preparing each request (issue 13).
+fn parsed_url(url: &str) -> Option<reqwest::Url> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, reqwest::Url)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((text, parsed)) = last.as_ref() {
+            if text == url {
+                return Some(parsed.clone());
+            }
+        }
+        let parsed = reqwest::Url::parse(url).ok()?;
+        *last = Some((url.to_string(), parsed.clone()));
+        Some(parsed)
+    })
 }
 
 /// Whether a request failed as one sent on a connection the server had already closed
@@ -527,6 +549,39 @@ mod tests {
             "http://h/v1/chat/completions"
         );
         assert_eq!(endpoint("http://h", "/v1/messages"), "http://h/v1/messages");
+    }
+
+    #[test]
+    fn urls_are_parsed_as_reqwest_parses_them_whatever_came_before() {
+        let urls = [
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "https://user:pw@example.com/v1/x?q=1",
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "not a url",
+            "http://[::1]:9/v1",
+            "http://127.0.0.1:8080/v1/chat/completions",
+        ];
+        for _ in 0..2 {
+            for url in urls {
+                assert_eq!(parsed_url(url), reqwest::Url::parse(url).ok(), "{url}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_url_reqwest_rejects_fails_as_sending_it_did() {
+        let mut settings = HttpSettings::new("m", "http://unused", None);
+        settings.max_retries = 0;
+        let client = build_client(&settings, "openai").unwrap();
+        let (ctx, _) = recording();
+        for url in ["not a url", "http://", "/v1/chat/completions"] {
+            let err = call(&client, &settings, url, &ctx).await.unwrap_err();
+            let direct = client.post(url).send().await.unwrap_err();
+            let ModelError::Connect { message, .. } = err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(message, root_causes(&direct), "{url}");
+        }
     }
 
     #[tokio::test]
