@@ -252,20 +252,45 @@ pub struct StreamCall<'a> {
 
 impl StreamCall<'_> {
     /// Runs the call with retries; every error is redacted before anyone sees it.
-    pub async fn run<A: Assembler>(&self, ctx: &CallContext) -> Result<ModelResponse, ModelError> {
+    pub async fn run<A: Assembler>(
+        mut self,
+        ctx: &CallContext,
+    ) -> Result<ModelResponse, ModelError> {
         let policy = RetryPolicy::new(self.settings.max_retries);
+        let request = self.prepare();
         let key = self.settings.api_key.as_deref();
         with_retries(&policy, ctx, || async {
-            self.attempt::<A>().await.map_err(|e| redact(e, key))
+            self.attempt::<A>(&request)
+                .await
+                .map_err(|e| redact(e, key))
         })
         .await
     }
 
+    /// The request each attempt sends a copy of: the URL parsed and the headers checked
+    /// once, the body moved in (a copy shares it rather than copying its bytes). What
+    /// reqwest rejects here fails every attempt, as sending it would.
+    fn prepare(&mut self) -> Result<reqwest::Request, ModelError> {
+        let builder = match parsed_url(&self.url) {
+            Some(url) => self.client.post(url),
+            // reqwest's own parse says why it is not a URL, as sending it would.
+            None => self.client.post(&self.url),
+        };
+        let mut builder = builder.body(std::mem::take(&mut self.body));
+        for (name, value) in &self.headers {
+            builder = builder.header(*name, value);
+        }
+        builder.build().map_err(|e| self.send_error(&e))
+    }
+
     /// One HTTP request, bounded as a whole by `request_timeout`.
-    async fn attempt<A: Assembler>(&self) -> Result<ModelResponse, ModelError> {
+    async fn attempt<A: Assembler>(
+        &self,
+        request: &Result<reqwest::Request, ModelError>,
+    ) -> Result<ModelResponse, ModelError> {
         let idle = self.settings.stream_idle_timeout;
         let whole = async {
-            let response = self.send().await?;
+            let response = self.send(request).await?;
             if is_json(&response) {
                 let body = read_success_body(response, idle, self.provider).await?;
                 return parse_json_answer::<A>(&body, self.provider);
@@ -284,11 +309,14 @@ impl StreamCall<'_> {
     }
 
     /// Sends the request and returns the response once its status is a success.
-    async fn send(&self) -> Result<reqwest::Response, ModelError> {
+    async fn send(
+        &self,
+        request: &Result<reqwest::Request, ModelError>,
+    ) -> Result<reqwest::Response, ModelError> {
         // No idle bound before the first byte: a local server may think about a long prompt
         // for minutes; the whole-request timeout governs until the response starts (§12).
         let idle = self.settings.stream_idle_timeout;
-        let response = match self.request(self.client).send().await {
+        let response = match self.client.execute(self.copy(request)?).await {
             Ok(response) => response,
             // A pooled connection the server had closed while it sat idle (llama.cpp closes
             // after every streamed answer, others after their keep-alive timeout): no byte
@@ -302,8 +330,8 @@ impl StreamCall<'_> {
                     self.provider
                 ));
                 let fresh = fresh_client(self.settings, self.provider)?;
-                self.request(&fresh)
-                    .send()
+                fresh
+                    .execute(self.copy(request)?)
                     .await
                     .map_err(|e| self.send_error(&e))?
             }
@@ -315,12 +343,17 @@ impl StreamCall<'_> {
         Err(http_error(self.provider, response, idle).await)
     }
 
-    fn request(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
-        let mut request = client.post(&self.url).body(self.body.clone());
-        for (name, value) in &self.headers {
-            request = request.header(*name, value);
-        }
-        request
+    /// A copy of the prepared request to send.
+    fn copy(
+        &self,
+        request: &Result<reqwest::Request, ModelError>,
+    ) -> Result<reqwest::Request, ModelError> {
+        let request = request.as_ref().map_err(Clone::clone)?;
+        // Only a streamed body cannot be copied, and this one is bytes.
+        request.try_clone().ok_or_else(|| ModelError::Connect {
+            provider: self.provider.to_string(),
+            message: "the request body cannot be sent again".into(),
+        })
     }
 
     /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout,
@@ -345,6 +378,26 @@ impl StreamCall<'_> {
             message,
         }
     }
+}
+
+/// `url` parsed, through a per-thread memo of the last one: a model posts to one endpoint
+/// on every call, and parsing it anew was a fair part of preparing each request (issue 13).
+fn parsed_url(url: &str) -> Option<reqwest::Url> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, reqwest::Url)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((text, parsed)) = last.as_ref() {
+            if text == url {
+                return Some(parsed.clone());
+            }
+        }
+        let parsed = reqwest::Url::parse(url).ok()?;
+        *last = Some((url.to_string(), parsed.clone()));
+        Some(parsed)
+    })
 }
 
 /// Whether a request failed as one sent on a connection the server had already closed
@@ -496,6 +549,39 @@ mod tests {
             "http://h/v1/chat/completions"
         );
         assert_eq!(endpoint("http://h", "/v1/messages"), "http://h/v1/messages");
+    }
+
+    #[test]
+    fn urls_are_parsed_as_reqwest_parses_them_whatever_came_before() {
+        let urls = [
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "https://user:pw@example.com/v1/x?q=1",
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "not a url",
+            "http://[::1]:9/v1",
+            "http://127.0.0.1:8080/v1/chat/completions",
+        ];
+        for _ in 0..2 {
+            for url in urls {
+                assert_eq!(parsed_url(url), reqwest::Url::parse(url).ok(), "{url}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_url_reqwest_rejects_fails_as_sending_it_did() {
+        let mut settings = HttpSettings::new("m", "http://unused", None);
+        settings.max_retries = 0;
+        let client = build_client(&settings, "openai").unwrap();
+        let (ctx, _) = recording();
+        for url in ["not a url", "http://", "/v1/chat/completions"] {
+            let err = call(&client, &settings, url, &ctx).await.unwrap_err();
+            let direct = client.post(url).send().await.unwrap_err();
+            let ModelError::Connect { message, .. } = err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(message, root_causes(&direct), "{url}");
+        }
     }
 
     #[tokio::test]

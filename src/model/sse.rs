@@ -2,7 +2,7 @@
 //! limits on the length of a line and of an event. Every streaming provider reads its
 //! answer through here; what the events mean is the provider's business.
 
-use eventsource_stream::{Event, Eventsource};
+use eventsource_stream::Event;
 use futures_util::{Stream, StreamExt};
 
 use super::error_text::stream_error;
@@ -33,21 +33,127 @@ where
     B: AsRef<[u8]>,
     F: FnMut(&Event) -> Result<Flow, ModelError>,
 {
-    let events = lines(body, provider).eventsource();
-    futures_util::pin_mut!(events);
-    while let Some(next) = events.next().await {
-        let event = next.map_err(|err| event_stream_error(provider, err))?;
-        if on_event(&event)? == Flow::Done {
+    let lines = lines(body, provider);
+    futures_util::pin_mut!(lines);
+    let mut events = Events::default();
+    while let Some(line) = lines.next().await {
+        if events.line(line?, &mut on_event)? == Flow::Done {
             return Ok(Flow::Done);
         }
     }
     Ok(Flow::Continue)
 }
 
+/// Builds events from whole, valid UTF-8 lines the way `eventsource-stream` did (deerflow
+/// read them through it before; issue 13 replaced it to stop allocating several strings
+/// per line): `data` lines joined by `\n`, `event` naming the event (`message` when none
+/// did), an `id` kept for the events after it, comments and other fields ignored, an event
+/// without data never dispatched. One [`Event`] is reused for every event.
+#[derive(Debug, Default)]
+struct Events {
+    event: Event,
+    /// A line ended by a lone `\r`: read once the next line comes, as a parser that cannot
+    /// know yet whether `\n` follows waits for more (so at the end of the stream it never
+    /// is).
+    held: Option<Vec<u8>>,
+    /// A line was read: only the first one may start with a byte-order mark.
+    started: bool,
+}
+
+impl Events {
+    fn line<F>(&mut self, line: Vec<u8>, on_event: &mut F) -> Result<Flow, ModelError>
+    where
+        F: FnMut(&Event) -> Result<Flow, ModelError>,
+    {
+        if let Some(held) = self.held.take() {
+            if self.read(&held, on_event)? == Flow::Done {
+                return Ok(Flow::Done);
+            }
+        }
+        if line.ends_with(b"\r") {
+            self.held = Some(line);
+            return Ok(Flow::Continue);
+        }
+        self.read(&line, on_event)
+    }
+
+    fn read<F>(&mut self, line: &[u8], on_event: &mut F) -> Result<Flow, ModelError>
+    where
+        F: FnMut(&Event) -> Result<Flow, ModelError>,
+    {
+        // `LineReader` handed on valid UTF-8 only.
+        let Ok(mut text) = std::str::from_utf8(line) else {
+            return Ok(Flow::Continue);
+        };
+        if !std::mem::replace(&mut self.started, true) {
+            text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        }
+        // A line holds no `\r` or `\n` but its terminator.
+        let content = text.trim_end_matches(['\r', '\n']);
+        if content.is_empty() {
+            return self.dispatch(on_event);
+        }
+        if content.starts_with(':') {
+            return Ok(Flow::Continue);
+        }
+        let (field, value) = match content.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (content, ""),
+        };
+        let event = &mut self.event;
+        match field {
+            "event" => {
+                event.event.clear();
+                event.event.push_str(value);
+            }
+            "data" => {
+                event.data.push_str(value);
+                event.data.push('\n');
+            }
+            "id" if !value.contains('\0') => {
+                event.id.clear();
+                event.id.push_str(value);
+            }
+            "retry" => {
+                if let Ok(ms) = value.parse::<u64>() {
+                    event.retry = Some(std::time::Duration::from_millis(ms));
+                }
+            }
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// A blank line: the event so far goes out (if it has data), and the next one starts
+    /// empty but for the last id.
+    fn dispatch<F>(&mut self, on_event: &mut F) -> Result<Flow, ModelError>
+    where
+        F: FnMut(&Event) -> Result<Flow, ModelError>,
+    {
+        let event = &mut self.event;
+        let flow = if event.data.is_empty() {
+            Ok(Flow::Continue)
+        } else {
+            if event.data.ends_with('\n') {
+                event.data.pop();
+            }
+            if event.event.is_empty() {
+                event.event.push_str("message");
+            }
+            on_event(event)
+        };
+        let event = &mut self.event;
+        event.event.clear();
+        event.data.clear();
+        event.retry = None;
+        flow
+    }
+}
+
 /// The raw body cut into whole lines, under the line limit.
 ///
-/// `eventsource-stream` rescans its whole buffer on every chunk, which is quadratic in the
-/// length of a line that arrives in many chunks. Fed whole lines, it parses each once.
+/// Each line is read once, however many chunks it came in (`eventsource-stream`, fed the
+/// raw chunks, rescanned its buffer on each: quadratic in the length of a long line).
 fn lines<S, B>(body: S, provider: &str) -> impl Stream<Item = Result<Vec<u8>, ModelError>>
 where
     S: Stream<Item = Result<B, ModelError>>,
@@ -217,19 +323,6 @@ impl LineSplitter {
     }
 }
 
-fn event_stream_error(
-    provider: &str,
-    err: eventsource_stream::EventStreamError<ModelError>,
-) -> ModelError {
-    use eventsource_stream::EventStreamError as Ese;
-    let message = match err {
-        Ese::Transport(e) => return e,
-        Ese::Utf8(e) => format!("the stream is not valid UTF-8: {e}"),
-        Ese::Parser(e) => format!("the stream is not valid server-sent events: {e}"),
-    };
-    stream_error(provider, message)
-}
-
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
@@ -350,6 +443,93 @@ mod tests {
             split(&["1234\r\n1234\r\n1"], 8),
             Err("stream event longer than 16 MiB")
         );
+    }
+
+    /// Events as `eventsource-stream` reads the same lines: what deerflow did before it
+    /// parsed them itself.
+    async fn reference_events(body: &str, cuts: &[usize]) -> Vec<Event> {
+        use eventsource_stream::Eventsource;
+        let events = lines(ok(chunked(body, cuts)), "openai").eventsource();
+        futures_util::pin_mut!(events);
+        let mut seen = Vec::new();
+        while let Some(Ok(event)) = events.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+
+    async fn our_events(body: &str, cuts: &[usize]) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let flow = read_events(ok(chunked(body, cuts)), "openai", |e| {
+            seen.push(e.clone());
+            Ok(Flow::Continue)
+        })
+        .await;
+        assert_eq!(flow, Ok(Flow::Continue));
+        seen
+    }
+
+    #[tokio::test]
+    async fn events_are_read_as_eventsource_stream_reads_them() {
+        let bodies = [
+            "data: one\n\ndata: two\n\n",
+            "event: delta\ndata: {\"a\": 1}\nid: 7\nretry: 250\n\ndata: after\n\n",
+            "data:x\ndata\ndata:  y\n\n: a comment\n\nid\nevent\ndata: z\n\n",
+            "data: a\r\n\r\ndata: b\r\rdata: c\n\n",
+            "data: held\r\r",
+            "data: unterminated\n\ndata: tail",
+            "\u{feff}data: bom\n\n",
+            "\n\n\ndata: é\n\nretry: x\nother: 1\n\n",
+            "id: a\u{0}b\ndata: nul\n\n:only a comment\n",
+            "event: e\n\ndata: name reset\n\n",
+        ];
+        for body in bodies {
+            for cut in 0..body.len() {
+                let cuts = [cut];
+                assert_eq!(
+                    our_events(body, &cuts).await,
+                    reference_events(body, &cuts).await,
+                    "{body:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_byte_order_mark_is_dropped_too() {
+        // What `eventsource-stream` meant to do (it panicked: it cut the mark at byte 1).
+        let body = "\u{feff}\u{feff}data: bom\n\n";
+        for cut in 0..body.len() {
+            let events = our_events(body, &[cut]).await;
+            let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["bom"], "cut at {cut}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        #[test]
+        fn any_text_gives_the_events_eventsource_stream_gives(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "data", "event", "id", "retry", "other", ":", " ", "x", "12", "\r", "\n",
+                    "\r\n", "\u{feff}", "é", "\u{0}",
+                ]),
+                0..40,
+            ),
+            cut in 0usize..200,
+        ) {
+            let body: String = parts.concat();
+            let cut = cut.min(body.len());
+            // `eventsource-stream` panics on a second byte-order mark (it slices the string
+            // at byte 1 of it); see `a_second_byte_order_mark_is_dropped_too`.
+            proptest::prop_assume!(!body.starts_with("\u{feff}\u{feff}"));
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let (ours, theirs) = runtime.block_on(async {
+                (our_events(&body, &[cut]).await, reference_events(&body, &[cut]).await)
+            });
+            proptest::prop_assert_eq!(ours, theirs, "{:?}", body);
+        }
     }
 
     #[tokio::test]

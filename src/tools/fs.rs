@@ -765,6 +765,91 @@ pub(crate) mod tests {
         );
     }
 
+    /// The listing as it was built before issue 13: every entry's whole path shown through
+    /// `display_path`, the entries sorted by path.
+    fn listing_by_paths(dir: &Path, ws: &Workspace) -> String {
+        fn entries(dir: &Path) -> Vec<(PathBuf, bool)> {
+            let mut out: Vec<(PathBuf, bool)> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| (e.path(), e.file_type().unwrap().is_dir()))
+                .filter(|(p, d)| !(*d && IGNORED_DIRS.iter().any(|i| p.file_name().unwrap() == *i)))
+                .collect();
+            out.sort();
+            out
+        }
+        let show = |p: &Path, d: bool| {
+            let s = ws.display_path(p);
+            if d {
+                format!("{s}/")
+            } else {
+                s
+            }
+        };
+        let mut lines = Vec::new();
+        for (entry, is_dir) in entries(dir) {
+            lines.push(show(&entry, is_dir));
+            if is_dir {
+                for (child, child_is_dir) in entries(&entry) {
+                    lines.push(show(&child, child_is_dir));
+                }
+            }
+        }
+        lines.join("\n")
+    }
+
+    #[test]
+    fn listings_show_entries_as_display_path_shows_their_paths() {
+        let make = |root: &Path| {
+            for d in [
+                "Sub/deep",
+                "sub/x y",
+                "a",
+                "é/ü",
+                "node_modules/n",
+                ".hidden",
+            ] {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+            }
+            for f in [
+                "a.txt",
+                "a-b",
+                "B",
+                "sub/x y/z",
+                "sub/x y.txt",
+                "é/f",
+                ".hidden/h",
+            ] {
+                std::fs::write(root.join(f), "").unwrap();
+            }
+        };
+        let (dir, skills, outside) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        for root in [dir.path(), skills.path(), outside.path()] {
+            make(root);
+        }
+        let ws = Workspace::new(dir.path(), Some(skills.path())).unwrap();
+        let root = ws.root().to_path_buf();
+        let skills_root = skills.path().canonicalize().unwrap();
+        let outside_root = outside.path().canonicalize().unwrap();
+        for listed in [
+            root.clone(),
+            root.join("sub"),
+            root.join("é"),
+            skills_root.clone(),
+            skills_root.join("sub"),
+            outside_root.clone(),
+            outside_root.join("sub"),
+        ] {
+            let ours = list_two_levels(&listed, &ws, usize::MAX).unwrap();
+            assert_eq!(ours, listing_by_paths(&listed, &ws), "{}", listed.display());
+            assert!(ours.lines().count() > 1, "{ours}");
+        }
+    }
+
     #[tokio::test]
     async fn read_file_table() {
         let dir = tempfile::tempdir().unwrap();

@@ -39,7 +39,7 @@ mod request;
 mod stream;
 pub mod strict;
 
-pub use request::{is_reasoning_model, request_body, request_bytes};
+pub use request::{is_reasoning_model, request_body, request_bytes, WireCache};
 pub use stream::OpenAiAssembler;
 
 const PROVIDER: &str = "openai";
@@ -50,6 +50,7 @@ pub struct OpenAiModel {
     client: reqwest::Client,
     /// As configured (`context_window`), for the context policy.
     context_window: Option<u64>,
+    wire: WireCache,
 }
 
 impl OpenAiModel {
@@ -59,6 +60,7 @@ impl OpenAiModel {
             settings,
             client,
             context_window: None,
+            wire: WireCache::default(),
         })
     }
 
@@ -73,7 +75,7 @@ impl OpenAiModel {
             provider: PROVIDER,
             url: http::endpoint(&self.settings.base_url, "/chat/completions"),
             headers,
-            body: request_bytes(&self.settings, req),
+            body: request_bytes(&self.settings, req, &self.wire),
         }
     }
 }

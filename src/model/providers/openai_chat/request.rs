@@ -5,6 +5,9 @@
 //! messages and tools, most of every request, are serialized borrowed. Building them as a
 //! `Value` tree first cost hundreds of allocations per call (issue 13).
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
 
@@ -28,11 +31,184 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
 }
 
-/// The request body's bytes.
-pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
-    // Serializing cannot fail: string keys only, and serde_json writes non-finite floats
-    // as null.
-    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+/// The request body's bytes: what serializing [`body`] gives, with the parts that are the
+/// same on every call (the settings, the `tools` array) taken from `cache` once it has them.
+/// A cache serves one model's settings.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, cache: &WireCache) -> Vec<u8> {
+    let fresh;
+    let parts = if req.output_schema.is_none() {
+        cache.parts(settings, req)
+    } else {
+        fresh = parts(&body(settings, req));
+        &fresh
+    };
+    let tools_json = (!req.tools.is_empty()).then(|| cache.tools_json(&req.tools));
+    let mut out = Vec::with_capacity(size_hint(req, tools_json.as_deref().map_or(0, <[u8]>::len)));
+    for part in parts {
+        match (part, &tools_json) {
+            (Part::Json(json), _) => out.extend_from_slice(json),
+            (Part::Messages, _) => write_messages(&mut out, req, cache),
+            (Part::Tools, Some(json)) => out.extend_from_slice(json),
+            (Part::Tools, None) => write_json(&mut out, &Tools(&req.tools)),
+        }
+    }
+    out
+}
+
+/// The `messages` array, as serializing [`Messages`] writes it.
+fn write_messages(out: &mut Vec<u8>, req: &ChatRequest, cache: &WireCache) {
+    out.push(b'[');
+    let mut first = true;
+    if !req.system.is_empty() {
+        out.extend_from_slice(&cache.system_json(&req.system));
+        first = false;
+    }
+    for m in req.messages.iter() {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        write_json(out, &WireMessage(m));
+    }
+    out.push(b']');
+}
+
+/// The body's JSON cut where the borrowed parts go.
+#[derive(Debug)]
+enum Part {
+    Json(Vec<u8>),
+    Messages,
+    Tools,
+}
+
+fn parts(body: &Body<'_>) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut json = vec![b'{'];
+    for (i, (key, value)) in body.fields.iter().enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        write_json(&mut json, key);
+        json.push(b':');
+        let borrowed = match value.as_str() {
+            Some(MESSAGES) => Part::Messages,
+            Some(TOOLS) => Part::Tools,
+            _ => {
+                write_json(&mut json, value);
+                continue;
+            }
+        };
+        parts.push(Part::Json(std::mem::take(&mut json)));
+        parts.push(borrowed);
+    }
+    json.push(b'}');
+    parts.push(Part::Json(json));
+    parts
+}
+
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Cannot fail: string keys only, serde_json writes non-finite floats as null, and
+    // writing to a Vec does not fail.
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// Roughly the body's length, so it is written into one allocation rather than grown by
+/// doubling: the tools' JSON, the texts, and some room for each message's keys.
+fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
+    let texts: usize = req
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User(text) => text.len(),
+            Message::Assistant {
+                text, tool_calls, ..
+            } => text.as_ref().map_or(0, String::len) + 128 * tool_calls.len(),
+            Message::Tool { content, .. } => content.len(),
+        } + 64)
+        .sum();
+    512 + tools_json + req.system.len() + texts + texts / 8
+}
+
+/// What one model's request bodies have in common, serialized once (issue 13: writing
+/// them out on every call was most of each body's cost).
+#[derive(Debug, Default)]
+pub struct WireCache {
+    /// The `tools` array of each tool list the model was recently called with: an agent
+    /// offers one `Arc` of tool specs for its whole run (`tools::Toolset`, shared by every
+    /// sub-agent of a type).
+    tools: ByIdentity<[ToolSpec]>,
+    /// The system message of each recent system prompt, one `Arc` per agent type too.
+    system: ByIdentity<str>,
+    /// The body's settings around the messages and tools, by request shape (tools or
+    /// none, `tool_choice: none` or not); a request with an output schema builds its own.
+    shapes: [OnceLock<Vec<Part>>; 4],
+}
+
+impl WireCache {
+    fn parts(&self, settings: &HttpSettings, req: &ChatRequest) -> &[Part] {
+        let shape = 2 * usize::from(req.tools.is_empty()) + usize::from(req.tool_choice_none);
+        self.shapes[shape].get_or_init(|| parts(&body(settings, req)))
+    }
+
+    /// The JSON of `tools` as the request's `tools` array.
+    fn tools_json(&self, tools: &Arc<[ToolSpec]>) -> Arc<[u8]> {
+        self.tools.json(tools, |t, out| write_json(out, &Tools(t)))
+    }
+
+    /// The JSON of the system message with `system` as its content.
+    fn system_json(&self, system: &Arc<str>) -> Arc<[u8]> {
+        self.system
+            .json(system, |text, out| write_json(out, &SystemMessage(text)))
+    }
+}
+
+/// JSON written from shared values, by the identity of their `Arc`. Oldest first. Holding
+/// the `Arc` keeps its address from being reused by another value (and the value from
+/// being changed through `Arc::get_mut`) while it is here.
+#[derive(Debug)]
+struct ByIdentity<T: ?Sized> {
+    entries: Mutex<VecDeque<Cached<T>>>,
+}
+
+/// A value and its JSON.
+type Cached<T> = (Arc<T>, Arc<[u8]>);
+
+impl<T: ?Sized> Default for ByIdentity<T> {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::default(),
+        }
+    }
+}
+
+/// Values kept: one per agent type of a run is the usual need.
+const CACHED: usize = 8;
+
+impl<T: ?Sized> ByIdentity<T> {
+    fn json(&self, value: &Arc<T>, write: impl FnOnce(&T, &mut Vec<u8>)) -> Arc<[u8]> {
+        if let Some(json) = self.find(value) {
+            return json;
+        }
+        // Written outside the lock: two callers racing both write it, one is kept.
+        let mut out = Vec::new();
+        write(value, &mut out);
+        let json: Arc<[u8]> = out.into();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if !entries.iter().any(|(v, _)| Arc::ptr_eq(v, value)) {
+            if entries.len() >= CACHED {
+                entries.pop_front();
+            }
+            entries.push_back((value.clone(), json.clone()));
+        }
+        json
+    }
+
+    fn find(&self, value: &Arc<T>) -> Option<Arc<[u8]>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .find(|(v, _)| Arc::ptr_eq(v, value))
+            .map(|(_, json)| json.clone())
+    }
 }
 
 pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
@@ -122,12 +298,23 @@ impl Serialize for Messages<'_> {
         let system = !req.system.is_empty();
         let mut seq = s.serialize_seq(Some(req.messages.len() + usize::from(system)))?;
         if system {
-            seq.serialize_element(&json!({"role": "system", "content": &*req.system}))?;
+            seq.serialize_element(&SystemMessage(&req.system))?;
         }
         for m in req.messages.iter() {
             seq.serialize_element(&WireMessage(m))?;
         }
         seq.end()
+    }
+}
+
+struct SystemMessage<'a>(&'a str);
+
+impl Serialize for SystemMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", "system")?;
+        m.serialize_entry("content", self.0)?;
+        m.end()
     }
 }
 
@@ -189,13 +376,30 @@ impl Serialize for WireCall<'_> {
         m.serialize_entry("type", "function")?;
         m.serialize_entry(
             "function",
-            &json!({"name": call.name, "arguments": call.arguments_text()}),
+            &WireFunction {
+                name: &call.name,
+                arguments: call.arguments_text(),
+            },
         )?;
         for (key, value) in &call.extra {
             if !matches!(key.as_str(), "id" | "type" | "function") {
                 m.serialize_entry(key, value)?;
             }
         }
+        m.end()
+    }
+}
+
+struct WireFunction<'a, A> {
+    name: &'a str,
+    arguments: A,
+}
+
+impl<A: Serialize> Serialize for WireFunction<'_, A> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("name", self.name)?;
+        m.serialize_entry("arguments", &self.arguments)?;
         m.end()
     }
 }
@@ -433,6 +637,140 @@ mod tests {
         }
     }
 
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("the \"{name}\" tool"),
+            parameters: json!({"type": "object", "properties": {"p": {"type": "string"}}}),
+        }
+    }
+
+    #[test]
+    fn cached_tools_give_the_same_bytes_as_serializing_the_body() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let mut req = request(vec![Message::User("hi".into())], vec![], false);
+        let lists: Vec<Arc<[ToolSpec]>> = vec![
+            Arc::from([tool("a"), tool("b")]),
+            Arc::from([tool("c")]),
+            // The same specs in another list: kept apart, as they are told apart by identity.
+            Arc::from([tool("a"), tool("b")]),
+        ];
+        for round in 0..2 {
+            for tools in &lists {
+                req.tools = tools.clone();
+                let bytes = request_bytes(&settings, &req, &cache);
+                let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                assert_eq!(
+                    String::from_utf8(bytes).unwrap(),
+                    String::from_utf8(expected).unwrap(),
+                    "round {round}"
+                );
+            }
+        }
+        assert_eq!(cache.tools.entries.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn every_request_shape_gives_the_bytes_of_its_body_from_one_cache() {
+        let replacing = json!({"tools": [], "messages": "m", "temperature": 1, "x": [1]});
+        for extra in [json!({}), replacing] {
+            let mut settings = HttpSettings::new("m", "http://x/v1", None);
+            settings.max_tokens = Some(9);
+            settings.extra_body = extra.as_object().unwrap().clone();
+            let cache = WireCache::default();
+            let specs: Arc<[ToolSpec]> = Arc::from([tool("a")]);
+            for round in 0..2 {
+                for tools in [Arc::from([]), specs.clone()] {
+                    for (none, schema) in [(false, false), (true, false), (false, true)] {
+                        let mut req = request(vec![Message::User("hi".into())], vec![], none);
+                        req.tools = tools.clone();
+                        if schema {
+                            let schema = json!({"type": "object"});
+                            req.output_schema =
+                                Some(Arc::new(OutputSchema::new("s", schema).unwrap()));
+                        }
+                        let bytes = request_bytes(&settings, &req, &cache);
+                        let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                        assert_eq!(
+                            String::from_utf8(bytes).unwrap(),
+                            String::from_utf8(expected).unwrap(),
+                            "round {round}, extra {extra}, tools {}, none {none}, schema {schema}",
+                            tools.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn system_messages_are_cached_by_prompt_and_give_the_same_bytes() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let mut req = request(vec![Message::User("hi".into())], vec![], false);
+        let prompts: [Arc<str>; 4] = [
+            Arc::from("be brief"),
+            Arc::from(""),
+            Arc::from("say \"why\"\n\tin one line"),
+            Arc::from("be brief"),
+        ];
+        for round in 0..2 {
+            for system in &prompts {
+                req.system = system.clone();
+                for history in [vec![], vec![Message::User("hi".into())]] {
+                    req.messages = Arc::new(history);
+                    let bytes = request_bytes(&settings, &req, &cache);
+                    let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+                    assert_eq!(
+                        String::from_utf8(bytes).unwrap(),
+                        String::from_utf8(expected).unwrap(),
+                        "round {round}, {system:?}"
+                    );
+                }
+            }
+        }
+        // The empty prompt sends no system message, so it is not kept.
+        assert_eq!(cache.system.entries.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_tools_cache_keeps_the_latest_lists() {
+        let cache = WireCache::default();
+        let lists: Vec<Arc<[ToolSpec]>> = (0..CACHED + 2)
+            .map(|i| Arc::from([tool(&format!("t{i}"))]))
+            .collect();
+        for tools in &lists {
+            let json = cache.tools_json(tools);
+            assert_eq!(
+                &*json,
+                serde_json::to_vec(&Tools(tools)).unwrap().as_slice()
+            );
+            // A second call is the cached copy itself.
+            assert!(Arc::ptr_eq(&json, &cache.tools_json(tools)));
+        }
+        let entries = cache.tools.entries.lock().unwrap();
+        assert_eq!(entries.len(), CACHED);
+        assert!(Arc::ptr_eq(&entries[0].0, &lists[2]));
+        drop(entries);
+        // An evicted list is written again, not lost.
+        let json = cache.tools_json(&lists[0]);
+        assert_eq!(
+            &*json,
+            serde_json::to_vec(&Tools(&lists[0])).unwrap().as_slice()
+        );
+    }
+
+    #[test]
+    fn a_request_without_tools_leaves_the_cache_alone() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let req = request(vec![Message::User("hi".into())], vec![], false);
+        let bytes = request_bytes(&settings, &req, &cache);
+        assert_eq!(bytes, serde_json::to_vec(&body(&settings, &req)).unwrap());
+        assert!(cache.tools.entries.lock().unwrap().is_empty());
+    }
+
     #[test]
     fn the_bytes_are_the_body_in_order_and_extra_body_replaces_any_key_in_place() {
         let mut settings = HttpSettings::new("m", "http://x/v1", None);
@@ -465,7 +803,8 @@ mod tests {
             vec![time_tool()],
             false,
         );
-        let bytes = String::from_utf8(request_bytes(&settings, &req)).unwrap();
+        let bytes =
+            String::from_utf8(request_bytes(&settings, &req, &WireCache::default())).unwrap();
         assert_eq!(bytes, request_body(&settings, &req).to_string());
         let keys: Vec<String> = request_body(&settings, &req)
             .as_object()
