@@ -19,7 +19,7 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -506,15 +506,7 @@ fn write_json(
     let mut seq: u64 = 0;
     let mut closed = false;
     let mut last = false;
-    loop {
-        let asked = Instant::now();
-        if last || rx.recv_batch(&mut batch, None) != queue::Batch::Got {
-            break;
-        }
-        // Events close behind the last batch: more are likely coming, so after writing this
-        // one the writer lingers and takes the next ones together (a wake-up, a lock and a
-        // write per millisecond rather than per event). A lone event is written at once.
-        let streaming = asked.elapsed() < LINGER;
+    while !last && rx.recv_batch(&mut batch, None) == queue::Batch::Got {
         buf.clear();
         for env in batch.drain(..) {
             if last {
@@ -545,15 +537,8 @@ fn write_json(
         }
         // A batch can be large after a stall; keep the buffer from holding on to it.
         buf.shrink_to(256 * 1024);
-        if streaming && !last {
-            rx.linger(LINGER);
-        }
     }
 }
-
-/// How long the JSON writer lets a steady stream of events gather before writing them: no
-/// reader notices a millisecond, and a 64-agent run emits thousands of events a second.
-const LINGER: Duration = Duration::from_millis(1);
 
 /// One event of every type, with every optional part filled in one of them and left out
 /// in another, for the serialization and schema tests.

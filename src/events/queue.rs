@@ -1,13 +1,11 @@
 //! The bounded queue between the run and the writer thread. The writer takes everything
 //! queued at once (one lock per batch, not per event) and is woken only when it sleeps;
 //! an emitter that finds the queue full waits on a condition variable with a short
-//! timeout, so it can give up when the run must stop (src/events/flow.rs). Under a steady
-//! stream of events the writer lingers between batches ([`Receiver::linger`]): emitters then
-//! queue without waking it, and it takes a millisecond's worth at a time.
+//! timeout, so it can give up when the run must stop (src/events/flow.rs).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::flow::Flow;
 use super::Envelope;
@@ -20,18 +18,7 @@ struct Inner {
     senders: usize,
     receiver_gone: bool,
     reader_waiting: bool,
-    /// The reader is in [`Receiver::linger`]: only what ends it early wakes it.
-    reader_lingering: bool,
-    /// The run's last event is queued: the reader must not linger over it.
-    last_queued: bool,
     emitters_waiting: usize,
-}
-
-impl Inner {
-    /// Whether a lingering reader should stop lingering and take the queue now.
-    fn linger_over(&self, capacity: usize) -> bool {
-        self.last_queued || self.senders == 0 || self.items.len() >= capacity.div_ceil(2)
-    }
 }
 
 struct Shared {
@@ -73,8 +60,6 @@ pub fn bounded(capacity: usize) -> (Sender, Receiver) {
             senders: 1,
             receiver_gone: false,
             reader_waiting: false,
-            reader_lingering: false,
-            last_queued: false,
             emitters_waiting: 0,
         }),
         readable: Condvar::new(),
@@ -101,9 +86,8 @@ impl Sender {
                 return;
             }
             if g.items.len() < s.capacity {
-                g.last_queued |= super::is_last(&env);
                 g.items.push_back(env);
-                if g.reader_waiting || (g.reader_lingering && g.linger_over(s.capacity)) {
+                if g.reader_waiting {
                     s.readable.notify_one();
                 }
                 return;
@@ -135,7 +119,7 @@ impl Drop for Sender {
     fn drop(&mut self) {
         let mut g = self.shared.lock();
         g.senders -= 1;
-        if g.senders == 0 && (g.reader_waiting || g.reader_lingering) {
+        if g.senders == 0 && g.reader_waiting {
             self.shared.readable.notify_one();
         }
     }
@@ -150,7 +134,6 @@ impl Receiver {
         loop {
             if !g.items.is_empty() {
                 std::mem::swap(&mut g.items, out);
-                g.last_queued = false;
                 if g.emitters_waiting > 0 {
                     s.writable.notify_all();
                 }
@@ -176,28 +159,6 @@ impl Receiver {
                 return Batch::Timeout;
             }
         }
-    }
-
-    /// Waits up to `time` for more events before the next [`recv_batch`](Self::recv_batch),
-    /// without being woken by each one. Ends early when the queue is half full (so an
-    /// emitter does not wait for room), when the run's last event is queued or when every
-    /// sender is gone (so the stream's end is not held back).
-    pub fn linger(&self, time: Duration) {
-        let s = &self.shared;
-        let until = Instant::now() + time;
-        let mut g = s.lock();
-        g.reader_lingering = true;
-        while !g.linger_over(s.capacity) {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            g = match s.readable.wait_timeout(g, until - now) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
-        g.reader_lingering = false;
     }
 }
 
@@ -290,88 +251,5 @@ mod tests {
         );
         drop(tx2);
         assert_eq!(rx.recv_batch(&mut batch, None), Batch::Closed);
-    }
-
-    /// The run's last event, which ends a linger.
-    fn run_completed() -> Envelope {
-        crate::events::samples()
-            .into_iter()
-            .find(crate::events::is_last)
-            .unwrap()
-    }
-
-    #[test]
-    fn a_lingering_reader_is_not_woken_by_each_event() {
-        let (tx, rx) = bounded(8);
-        let emitter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            for i in 0..3 {
-                tx.send(env(i), &Flow::default());
-            }
-            tx
-        });
-        let t0 = Instant::now();
-        rx.linger(Duration::from_millis(300));
-        assert!(
-            t0.elapsed() >= Duration::from_millis(300),
-            "{:?}",
-            t0.elapsed()
-        );
-        let _tx = emitter.join().unwrap();
-        let mut batch = VecDeque::new();
-        assert_eq!(rx.recv_batch(&mut batch, None), Batch::Got);
-        assert_eq!(batch.iter().map(text).collect::<Vec<_>>(), ["0", "1", "2"]);
-    }
-
-    /// How long `linger(10 s)` lasts while `act` runs on another thread after 50 ms.
-    fn linger_with(capacity: usize, act: impl FnOnce(Sender) + Send + 'static) -> Duration {
-        let (tx, rx) = bounded(capacity);
-        let emitter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            act(tx);
-        });
-        let t0 = Instant::now();
-        rx.linger(Duration::from_secs(10));
-        let took = t0.elapsed();
-        emitter.join().unwrap();
-        took
-    }
-
-    #[test]
-    fn the_last_event_a_half_full_queue_or_no_sender_end_a_linger() {
-        let last = linger_with(8, |tx| {
-            tx.send(env(0), &Flow::default());
-            tx.send(run_completed(), &Flow::default());
-            // Held until the reader has taken the queue: the sender is not what ended it.
-            std::thread::sleep(Duration::from_millis(200));
-        });
-        let half = linger_with(8, |tx| {
-            for i in 0..4 {
-                tx.send(env(i), &Flow::default());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        });
-        let gone = linger_with(8, drop);
-        for took in [last, half, gone] {
-            assert!(took < Duration::from_secs(5), "{took:?}");
-        }
-        // Below half full and no end in sight: the whole linger.
-        let (tx, rx) = bounded(8);
-        tx.send(env(0), &Flow::default());
-        let t0 = Instant::now();
-        rx.linger(Duration::from_millis(100));
-        assert!(t0.elapsed() >= Duration::from_millis(100));
-    }
-
-    #[test]
-    fn taking_the_last_event_lets_the_next_linger_run_its_course() {
-        let (tx, rx) = bounded(8);
-        tx.send(run_completed(), &Flow::default());
-        let mut batch = VecDeque::new();
-        assert_eq!(rx.recv_batch(&mut batch, None), Batch::Got);
-        let t0 = Instant::now();
-        rx.linger(Duration::from_millis(100));
-        assert!(t0.elapsed() >= Duration::from_millis(100));
-        drop(tx);
     }
 }
