@@ -28,8 +28,8 @@ use serde_json::{Map, Value};
 use crate::model::ToolArgs;
 use crate::usage::{RunUsage, UsageTotals};
 
-pub use flow::watch_stop_signals;
 use flow::Flow;
+pub use flow::{stop_signalled_at, watch_stop_signals};
 pub use line::{stamp, write_line, Stamp};
 
 pub const SCHEMA_VERSION: u32 = 1;

@@ -25,10 +25,15 @@ impl RunControl {
 
     /// Stops the run; the first cause wins. Returns whether this call set it.
     pub fn stop(&self, cause: StopCause) -> bool {
+        self.stop_at(cause, Instant::now())
+    }
+
+    /// [`stop`](Self::stop) for a cause that arrived at `at` (a signal seen late).
+    pub fn stop_at(&self, cause: StopCause, at: Instant) -> bool {
         let mut g = self.cause.lock().unwrap_or_else(|p| p.into_inner());
         let first = g.is_none();
         if first {
-            *g = Some((cause, Instant::now()));
+            *g = Some((cause, at));
         }
         drop(g);
         self.cancel.cancel();
@@ -61,5 +66,21 @@ impl RunControl {
             Some(StopCause::StdoutFailed) => "Run cancelled: cannot write to stdout".into(),
             None => "Run cancelled".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stop_seen_late_keeps_when_its_cause_arrived_and_the_first_cause_wins() {
+        let c = RunControl::new(None);
+        let at = Instant::now() - Duration::from_millis(700);
+        assert!(c.stop_at(StopCause::Sigterm, at));
+        assert!(!c.stop(StopCause::Timeout));
+        assert_eq!(c.stopped(), Some((StopCause::Sigterm, at)));
+        assert!(c.cancel.is_cancelled());
     }
 }

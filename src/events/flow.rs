@@ -9,7 +9,7 @@
 //! that find the queue full are dropped. The writer's own drain deadline then ends the run
 //! as before (src/run).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,40 @@ const STOP_GRACE: Duration = Duration::from_millis(700);
 
 /// Set by the signal handler: SIGINT, SIGTERM or SIGHUP arrived.
 static STOP_SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// When the first of them arrived (CLOCK_MONOTONIC nanoseconds; 0: none yet).
+static SIGNALLED_AT: AtomicU64 = AtomicU64::new(0);
+
+fn monotonic_nanos() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given, and is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
+}
+
+fn on_stop_signal() {
+    let _ = SIGNALLED_AT.compare_exchange(
+        0,
+        monotonic_nanos().max(1),
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    STOP_SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// When the first stop signal arrived. The run's own handler (a tokio task) may only get to
+/// it much later, when every worker waited on a stalled stdout; the stop's 2 s count from
+/// here.
+pub fn stop_signalled_at() -> Option<Instant> {
+    let at = SIGNALLED_AT.load(Ordering::SeqCst);
+    if at == 0 {
+        return None;
+    }
+    let ago = Duration::from_nanos(monotonic_nanos().saturating_sub(at));
+    Instant::now().checked_sub(ago)
+}
 
 /// Installs the handlers that set the stop flag (once per process). They only store an
 /// atomic, which is async-signal-safe, and run beside tokio's own handlers.
@@ -30,11 +64,10 @@ pub fn watch_stop_signals() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            // SAFETY: the action only stores to a static atomic (async-signal-safe), and
-            // signal-hook-registry chains it with tokio's handler for the same signal.
-            let _ = unsafe {
-                signal_hook_registry::register(sig, || STOP_SIGNALLED.store(true, Ordering::SeqCst))
-            };
+            // SAFETY: the action only reads the clock and stores to static atomics (both
+            // async-signal-safe), and signal-hook-registry chains it with tokio's handler for
+            // the same signal.
+            let _ = unsafe { signal_hook_registry::register(sig, on_stop_signal) };
         }
     });
 }

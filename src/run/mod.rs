@@ -30,6 +30,10 @@ use crate::usage::Ledger;
 const WIND_DOWN: Duration = Duration::from_millis(1300);
 /// A signal's whole stop, from the signal to the exit, with a margin under §8's 2 s.
 const SIGNAL_STOP: Duration = Duration::from_millis(1800);
+/// After a signal, how long the writer may wait for a reader that does not read. It is the
+/// one wait of a stop that can take all it is given, so it ends well before `SIGNAL_STOP`:
+/// a loaded machine still needs time to tear the run down after it.
+const SIGNAL_DRAIN: Duration = Duration::from_millis(1400);
 
 /// Runs `spec` to completion and returns the process exit code.
 /// `run_id` is the id the process's logs already carry the trace of (`new_run_id`).
@@ -237,7 +241,7 @@ async fn start_mcp(
 fn drain_deadline(control: &RunControl) -> Option<Instant> {
     match control.stopped() {
         Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) => {
-            Some(at + SIGNAL_STOP)
+            Some(at + SIGNAL_DRAIN)
         }
         Some((StopCause::Timeout, _)) => Some(Instant::now() + Duration::from_secs(2)),
         _ => None,
@@ -262,7 +266,7 @@ fn sandbox_stop_bound(control: &RunControl) -> Duration {
 fn signalled_deadline_passed(control: &RunControl) -> bool {
     matches!(
         control.stopped(),
-        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) if Instant::now() >= at + SIGNAL_STOP
+        Some((StopCause::Sigint | StopCause::Sigterm | StopCause::Sighup, at)) if Instant::now() >= at + SIGNAL_DRAIN
     )
 }
 

@@ -43,7 +43,8 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<d
                     crate::ui::restore_terminal();
                     std::process::exit(EXIT_SIGINT);
                 }
-                control.stop(cause);
+                let at = crate::events::stop_signalled_at().unwrap_or_else(std::time::Instant::now);
+                control.stop_at(cause, at);
             }
         });
     }
