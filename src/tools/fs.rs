@@ -5,6 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -454,7 +455,10 @@ fn read_each(dirs: &[PathBuf]) -> Vec<Option<Vec<(OsString, bool)>>> {
 /// Threads for one walk, search or listing: a few are enough to keep the disk and the regex
 /// busy, and the machine is shared with the agent's other work.
 pub(crate) fn walk_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    // Asked once: the answer reads cgroup files, which cost more than a small `ls` itself
+    // (6 % of the CPU of a run doing nothing but `ls` calls).
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
 }
 
 /// A directory's entry names, unsorted, ignored directories left out. Symlinks count as files
