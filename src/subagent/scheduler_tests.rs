@@ -100,6 +100,15 @@ impl Fixture {
     }
 
     /// The events so far as (type, task id, detail): a marker sent last is seen last.
+    /// The `task_*` events as (type, task id), in order.
+    fn task_events(&mut self) -> Vec<(String, String)> {
+        self.events()
+            .into_iter()
+            .filter(|(t, ..)| t.starts_with("task_"))
+            .map(|(t, id, _)| (t, id))
+            .collect()
+    }
+
     fn events(&mut self) -> Vec<(String, String, Value)> {
         self.events.emit(Event::warning("end_of_test", ""));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -182,12 +191,6 @@ async fn tasks_start_up_to_the_limit_then_queue_in_order() {
     assert_eq!(recs[3].slot_answer().now_or_never(), None, "d was skipped");
     let counts = f.sched.counts();
     assert_eq!((counts.total, counts.cancelled), (4, 1));
-    let order: Vec<(String, String)> = f
-        .events()
-        .into_iter()
-        .filter(|(t, ..)| t.starts_with("task_"))
-        .map(|(t, id, _)| (t, id))
-        .collect();
     let expect = [
         ("task_started", "a"),
         ("task_started", "b"),
@@ -196,7 +199,10 @@ async fn tasks_start_up_to_the_limit_then_queue_in_order() {
         ("task_cancelled", "d"),
         ("task_started", "c"),
     ];
-    assert_eq!(order, expect.map(|(t, id)| (t.to_string(), id.to_string())));
+    assert_eq!(
+        f.task_events(),
+        expect.map(|(t, id)| (t.to_string(), id.to_string()))
+    );
 }
 
 #[test]
@@ -364,12 +370,6 @@ async fn a_run_stopping_wakes_its_queued_tasks_and_they_cancel_themselves() {
     );
     assert_eq!((s1, s2), (ToolStatus::Error, ToolStatus::Error));
     assert_eq!(m1, "Task cancelled. Error: Run cancelled");
-    let seen: Vec<(String, String)> = f
-        .events()
-        .into_iter()
-        .filter(|(t, ..)| t.starts_with("task_"))
-        .map(|(t, id, _)| (t, id))
-        .collect();
     let expect = [
         ("task_started", "busy"),
         ("task_queued", "t1"),
@@ -377,5 +377,8 @@ async fn a_run_stopping_wakes_its_queued_tasks_and_they_cancel_themselves() {
         ("task_cancelled", "t1"),
         ("task_cancelled", "t2"),
     ];
-    assert_eq!(seen, expect.map(|(t, id)| (t.to_string(), id.to_string())));
+    assert_eq!(
+        f.task_events(),
+        expect.map(|(t, id)| (t.to_string(), id.to_string()))
+    );
 }
