@@ -61,10 +61,6 @@ impl History {
         Arc::make_mut(&mut self.messages).push(m);
     }
 
-    pub fn extend(&mut self, more: impl IntoIterator<Item = Message>) {
-        Arc::make_mut(&mut self.messages).extend(more);
-    }
-
     /// Gives the assistant message at `at` its tool calls.
     pub fn set_calls(&mut self, at: usize, calls: Vec<ToolCall>) {
         if let Some(Message::Assistant { tool_calls, .. }) =

@@ -22,7 +22,8 @@ pub struct ToolArgs(Box<RawValue>);
 impl ToolArgs {
     /// `{}`: a call the model made without arguments.
     pub fn empty() -> Self {
-        Self::from_compact("{}".to_string())
+        // `{}` is valid JSON: this cannot fail.
+        Self(RawValue::from_string("{}".to_string()).unwrap_or_else(|_| unreachable!()))
     }
 
     /// The arguments in `raw` when it is one JSON object (surrounding whitespace allowed),
@@ -54,13 +55,8 @@ impl ToolArgs {
         match RawValue::from_string(text) {
             Ok(v) => Self(v),
             // Only reached if a caller passed text that is not JSON, which none does.
-            Err(_) => Self::empty_raw(),
+            Err(_) => Self::empty(),
         }
-    }
-
-    fn empty_raw() -> Self {
-        // `{}` is valid JSON: this cannot fail.
-        Self(RawValue::from_string("{}".to_string()).unwrap_or_else(|_| unreachable!()))
     }
 
     /// The JSON text, e.g. `{"path":"."}`.

@@ -262,7 +262,7 @@ fn sandbox_stop_bound(control: &RunControl) -> Duration {
     }
 }
 
-/// A signal that arrives while the writer drains starts the same 2 s bound.
+/// A signal that arrives while the writer drains ends the drain as one before it would.
 fn signalled_deadline_passed(control: &RunControl) -> bool {
     matches!(
         control.stopped(),

@@ -159,7 +159,7 @@ pub fn parse<A: DeserializeOwned + JsonSchema + 'static>(args: &ToolArgs) -> Res
 
 /// [`parse`] from a value. Arguments that are not a JSON object count as an empty object,
 /// as they always have.
-pub fn parse_value<A: DeserializeOwned + JsonSchema + 'static>(args: Value) -> Result<A, ArgError> {
+fn parse_value<A: DeserializeOwned + JsonSchema + 'static>(args: Value) -> Result<A, ArgError> {
     let args = match args {
         Value::Object(m) => m,
         _ => Map::new(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::cannot_serve;
+use super::build_http;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
@@ -96,12 +96,12 @@ impl ChatModel for AnthropicModel {
 
 /// The registry's constructor: a resolved `anthropic` model.
 pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    let Some(settings) = &r.http else {
-        return Err(cannot_serve(r));
-    };
-    let mut model = AnthropicModel::new(settings.clone()).map_err(|e| e.to_string())?;
-    model.context_window = r.context_window;
-    Ok(Arc::new(model))
+    build_http(r, |settings, context_window| {
+        Ok(AnthropicModel {
+            context_window,
+            ..AnthropicModel::new(settings)?
+        })
+    })
 }
 
 /// Requests and streams the tests of this provider share.

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::cannot_serve;
+use super::build_http;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
@@ -98,12 +98,12 @@ impl ChatModel for GeminiModel {
 
 /// The registry's constructor: a resolved `gemini` model.
 pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    let Some(settings) = &r.http else {
-        return Err(cannot_serve(r));
-    };
-    let mut model = GeminiModel::new(settings.clone()).map_err(|e| e.to_string())?;
-    model.context_window = r.context_window;
-    Ok(Arc::new(model))
+    build_http(r, |settings, context_window| {
+        Ok(GeminiModel {
+            context_window,
+            ..GeminiModel::new(settings)?
+        })
+    })
 }
 
 /// The base URL as the client wants it: without a trailing `/` or an API version, which

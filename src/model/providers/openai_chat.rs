@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::cannot_serve;
+use super::build_http;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
@@ -99,12 +99,12 @@ impl ChatModel for OpenAiModel {
 
 /// The registry's constructor: a resolved `openai` model.
 pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    let Some(settings) = &r.http else {
-        return Err(cannot_serve(r));
-    };
-    let mut model = OpenAiModel::new(settings.clone()).map_err(|e| e.to_string())?;
-    model.context_window = r.context_window;
-    Ok(Arc::new(model))
+    build_http(r, |settings, context_window| {
+        Ok(OpenAiModel {
+            context_window,
+            ..OpenAiModel::new(settings)?
+        })
+    })
 }
 
 /// Requests and captures the tests of this provider share.

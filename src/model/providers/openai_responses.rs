@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::cannot_serve;
+use super::build_http;
 use crate::config::ResolvedModel;
 use crate::model::http::{self, StreamCall};
 use crate::model::{
@@ -88,12 +88,12 @@ impl ChatModel for ResponsesModel {
 
 /// The client of a resolved `openai` model that asked for the Responses API.
 pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    let Some(settings) = &r.http else {
-        return Err(cannot_serve(r));
-    };
-    let mut model = ResponsesModel::new(settings.clone()).map_err(|e| e.to_string())?;
-    model.context_window = r.context_window;
-    Ok(Arc::new(model))
+    build_http(r, |settings, context_window| {
+        Ok(ResponsesModel {
+            context_window,
+            ..ResponsesModel::new(settings)?
+        })
+    })
 }
 
 /// Requests the tests of this provider share.
