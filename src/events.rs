@@ -16,7 +16,6 @@ mod queue;
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -394,7 +393,7 @@ impl EventSink {
 /// The writer thread's handle: join it (with a deadline) after the last event.
 pub struct EventWriter {
     handle: Option<JoinHandle<()>>,
-    done: mpsc::Receiver<()>,
+    done: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Told once when writing to stdout failed: the error says whether its reader went away
@@ -415,7 +414,7 @@ pub enum Output {
 
 pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
     let (tx, rx) = queue::bounded(flow::QUEUE_EVENTS);
-    let (done_tx, done) = mpsc::channel();
+    let (done_tx, done) = tokio::sync::oneshot::channel();
     let handle = std::thread::Builder::new()
         .name("deerflow-events".into())
         .spawn(move || {
@@ -451,13 +450,14 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
 impl EventWriter {
     /// Waits for the writer to drain. Checks `give_up` every 50 ms while it waits (a
     /// reader that stopped reading must not keep a signalled process alive). Returns false
-    /// when it gave up.
-    pub fn finish(mut self, give_up: impl Fn() -> bool) -> bool {
+    /// when it gave up. Waits without holding the runtime's thread: a second SIGINT must
+    /// still be handled meanwhile.
+    pub async fn finish(mut self, give_up: impl Fn() -> bool) -> bool {
         loop {
-            match self.done.recv_timeout(Duration::from_millis(50)) {
-                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) if give_up() => return false,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            match tokio::time::timeout(Duration::from_millis(50), &mut self.done).await {
+                Ok(_) => break,
+                Err(_) if give_up() => return false,
+                Err(_) => {}
             }
         }
         if let Some(h) = self.handle.take() {

@@ -10,7 +10,11 @@ fn main() {
             &format!("internal error: {msg}"),
         );
     }));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread runs every agent: a run's async work is waiting on model servers and tool
+    // threads, and a second worker cost more in wake-ups between the two (~15 % of the CPU
+    // per model call, issue 13) than it bought (a 100,000-task fan-out takes as long on
+    // one). Blocking work (tools, the event writer) has threads of its own.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

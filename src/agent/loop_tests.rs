@@ -106,7 +106,7 @@ impl Setup {
         let end = run_agent(&agent, &shared, "the task".into()).await;
         drop(agent);
         drop(events);
-        writer.finish(|| false);
+        writer.finish(|| false).await;
         let requests = model.requests();
         let tool_calls = tool_calls.lock().unwrap().clone();
         let events = seen

@@ -3,7 +3,7 @@
 //! The queue (src/events/queue.rs) holds at most [`QUEUE_EVENTS`] events. When it is
 //! full, an emitter waits for the writer, so a reader that stops reading slows the run down instead of letting its
 //! memory grow without bound, as a pipe does to any Unix producer. The wait has to end when
-//! the run must stop anyway, even if every tokio worker is waiting in it and no task can
+//! the run must stop anyway, even if the runtime's thread is waiting in it and no task can
 //! run: after a stop signal (seen by a plain signal handler, not a tokio task) or past the
 //! run's deadline, a waiting emitter gives up after a grace period and from then on events
 //! that find the queue full are dropped. The writer's own drain deadline then ends the run
@@ -47,7 +47,7 @@ fn on_stop_signal() {
 }
 
 /// When the first stop signal arrived. The run's own handler (a tokio task) may only get to
-/// it much later, when every worker waited on a stalled stdout; the stop's 2 s count from
+/// it much later, when the runtime's thread waited on a stalled stdout; the stop's 2 s count from
 /// here.
 pub fn stop_signalled_at() -> Option<Instant> {
     let at = SIGNALLED_AT.load(Ordering::SeqCst);

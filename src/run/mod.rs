@@ -143,9 +143,11 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     });
     drop(events);
     let give_up_at = drain_deadline(&control);
-    let drained = writer.finish(|| {
-        give_up_at.is_some_and(|t| Instant::now() >= t) || signalled_deadline_passed(&control)
-    });
+    let drained = writer
+        .finish(|| {
+            give_up_at.is_some_and(|t| Instant::now() >= t) || signalled_deadline_passed(&control)
+        })
+        .await;
     if !drained {
         crate::logging::warn("stdout is not being read: exiting without writing the last events");
         // A signal that cut the drain short decides the exit code, as it would have

@@ -11,7 +11,7 @@ use crate::workspace::sandbox::Sandbox;
 use crate::workspace::Workspace;
 
 pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<dyn Sandbox>) {
-    // Seen even while every tokio worker waits on a stalled stdout.
+    // Seen even while the runtime's thread waits on a stalled stdout.
     crate::events::watch_stop_signals();
     let kinds = [
         (SignalKind::interrupt(), StopCause::Sigint),

@@ -205,8 +205,8 @@ async fn tasks_start_up_to_the_limit_then_queue_in_order() {
     );
 }
 
-#[test]
-fn a_terminal_state_is_reported_once() {
+#[tokio::test]
+async fn a_terminal_state_is_reported_once() {
     let (events, writer, seen) = Capture::start();
     let r = rec("t");
     assert!(r.start(&events));
@@ -221,7 +221,7 @@ fn a_terminal_state_is_reported_once() {
     );
     assert_eq!(r.state.get(), TaskState::Completed);
     drop(events);
-    writer.finish(|| false);
+    writer.finish(|| false).await;
     let types: Vec<&str> = seen
         .lock()
         .unwrap()
