@@ -265,17 +265,30 @@ impl Tool for LsTool {
                 Ok(p) => p,
                 Err(e) => return e,
             };
-            let ws = ctx.workspace.clone();
             let max = ctx.limits.ls_output_max_chars;
-            let listed = tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws, max)).await;
+            let listed = match list_levels(&abs, &ctx.workspace, max, INLINE_ENTRIES) {
+                Ok(Some(text)) => Ok(text),
+                Err(msg) => Err(msg),
+                Ok(None) => {
+                    let ws = ctx.workspace.clone();
+                    tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws, max))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("Error: ls failed: {e}")))
+                }
+            };
             match listed {
-                Ok(Ok(text)) => ToolOutput::ok(text),
-                Ok(Err(msg)) => ToolOutput::error(msg),
-                Err(e) => ToolOutput::error(format!("Error: ls failed: {e}")),
+                Ok(text) => ToolOutput::ok(text),
+                Err(msg) => ToolOutput::error(msg),
             }
         })
     }
 }
+
+/// Entries an `ls` reads on the runtime's thread before it hands the listing to a blocking
+/// thread instead (starting over there). A listing this small costs less than the two thread
+/// wake-ups of the hand-off (~10 % of the CPU of a model call whose tool is a small `ls`,
+/// issue 13), and blocks the runtime for tens of microseconds at most.
+const INLINE_ENTRIES: usize = 256;
 
 /// The listing of `dir`, cut to `max` characters as `cut(.., Keep::Head).marked(0)` cuts it.
 fn list_two_levels(
@@ -283,20 +296,38 @@ fn list_two_levels(
     ws: &crate::workspace::Workspace,
     max: usize,
 ) -> Result<String, String> {
+    list_levels(dir, ws, max, usize::MAX).map(Option::unwrap_or_default)
+}
+
+/// [`list_two_levels`], or `None` once more than `budget` entries were read (`usize::MAX`:
+/// no limit, and the second level is read by a few threads when it is large).
+fn list_levels(
+    dir: &Path,
+    ws: &crate::workspace::Workspace,
+    max: usize,
+    mut budget: usize,
+) -> Result<Option<String>, String> {
+    let limited = budget != usize::MAX;
     let shown = ws.display_path(dir);
     let meta = std::fs::metadata(dir).map_err(|_| format!("Error: path not found: {shown}"))?;
     if !meta.is_dir() {
-        return Ok(cut(&shown, max, Keep::Head).marked(0));
+        return Ok(Some(cut(&shown, max, Keep::Head).marked(0)));
     }
-    let mut top = read_entries(dir).map_err(|e| format!("Error: cannot list {shown}: {e}"))?;
+    let Some(mut top) =
+        read_entries(dir, &mut budget).map_err(|e| format!("Error: cannot list {shown}: {e}"))?
+    else {
+        return Ok(None);
+    };
     top.sort_unstable();
     let subdirs: Vec<PathBuf> = top
         .iter()
         .filter(|(_, is_dir)| *is_dir)
         .map(|(name, _)| dir.join(name))
         .collect();
-    // The second level is most of a large listing: its directories are read by a few threads.
-    let mut below = subdirs.iter().zip(read_each(&subdirs));
+    let Some(below) = read_each(&subdirs, limited.then_some(budget)) else {
+        return Ok(None);
+    };
+    let mut below = subdirs.iter().zip(below);
     let mut listing = Listing::new(max);
     let prefix = ChildPrefix::new(ws, dir);
     for (name, is_dir) in &top {
@@ -316,7 +347,7 @@ fn list_two_levels(
             }
         }
     }
-    Ok(listing.finish())
+    Ok(Some(listing.finish()))
 }
 
 /// A listing's lines as far as `max` characters and one line beyond, and how many characters
@@ -421,17 +452,32 @@ impl<'w> ChildPrefix<'w> {
     }
 }
 
-/// The entries of each of `dirs` (`None` for one that cannot be read), in order.
-fn read_each(dirs: &[PathBuf]) -> Vec<Option<Vec<(OsString, bool)>>> {
-    type Entries = Option<Vec<(OsString, bool)>>;
-    // Each thread takes the next unread directory; the results are put back in order.
+/// The entries of each of `dirs` (`None` for one that cannot be read), in order; `None` once
+/// more than `budget` entries were read.
+fn read_each(dirs: &[PathBuf], budget: Option<usize>) -> Option<Vec<Option<Entries>>> {
+    // A few directories, or a listing kept small, are read here: starting a thread costs more
+    // than reading them.
+    if dirs.len() <= FEW_DIRS || budget.is_some() {
+        let mut budget = budget.unwrap_or(usize::MAX);
+        return dirs
+            .iter()
+            .map(|dir| match read_entries(dir, &mut budget) {
+                Ok(Some(entries)) => Some(Some(entries)),
+                Ok(None) => None,
+                Err(_) => Some(None),
+            })
+            .collect();
+    }
+    // The second level is most of a large listing: each of a few threads takes the next
+    // unread directory; the results are put back in order.
     let next = AtomicUsize::new(0);
     let read = || {
-        let mut got: Vec<(usize, Entries)> = Vec::new();
+        let mut got: Vec<(usize, Option<Entries>)> = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(dir) = dirs.get(i) else { break };
-            got.push((i, read_entries(dir).ok()));
+            let mut unlimited = usize::MAX;
+            got.push((i, read_entries(dir, &mut unlimited).ok().flatten()));
         }
         got
     };
@@ -449,8 +495,14 @@ fn read_each(dirs: &[PathBuf]) -> Vec<Option<Vec<(OsString, bool)>>> {
         all
     });
     all.sort_unstable_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, entries)| entries).collect()
+    Some(all.into_iter().map(|(_, entries)| entries).collect())
 }
+
+/// Subdirectories a listing reads on one thread.
+const FEW_DIRS: usize = 16;
+
+/// A directory's entries: each name and whether it is a directory.
+type Entries = Vec<(OsString, bool)>;
 
 /// Threads for one walk, search or listing: a few are enough to keep the disk and the regex
 /// busy, and the machine is shared with the agent's other work.
@@ -464,10 +516,15 @@ pub(crate) fn walk_threads() -> usize {
 /// A directory's entry names, unsorted, ignored directories left out. Symlinks count as files
 /// so a listing never descends through a link (which could point outside). Sorted, the names
 /// are in the order of the paths they make (by their bytes: names in one directory are
-/// unique single components).
-fn read_entries(dir: &Path) -> std::io::Result<Vec<(OsString, bool)>> {
+/// unique single components). `None` once more than `budget` entries were read (what was
+/// read is taken off it).
+fn read_entries(dir: &Path, budget: &mut usize) -> std::io::Result<Option<Entries>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
+        let Some(left) = budget.checked_sub(1) else {
+            return Ok(None);
+        };
+        *budget = left;
         let Ok(entry) = entry else { continue };
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         let name = entry.file_name();
@@ -476,7 +533,7 @@ fn read_entries(dir: &Path) -> std::io::Result<Vec<(OsString, bool)>> {
         }
         out.push((name, is_dir));
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1114,7 +1171,9 @@ pub(crate) mod tests {
 
     /// The listing is the one made entry by entry (each path sorted as a path and shown by
     /// `display_path`) and then cut, on random trees of odd names, in the workspace and the
-    /// skills root, at lengths that cut it anywhere (mid-line, mid-name, not at all).
+    /// skills root, at lengths that cut it anywhere (mid-line, mid-name, not at all); a listing
+    /// kept under a budget of entries is that same listing or none, and none only when the
+    /// budget is smaller than the entries read.
     #[test]
     fn ls_lists_what_an_entry_by_entry_listing_would() {
         use std::os::unix::ffi::OsStrExt;
@@ -1182,7 +1241,8 @@ pub(crate) mod tests {
             let skills = tempfile::tempdir().unwrap();
             for root in [ws_dir.path(), skills.path()] {
                 let mut dirs = vec![root.to_path_buf()];
-                for _ in 0..rng.usize(0..40) {
+                // Up to ~50 directories: more than a listing reads on one thread.
+                for _ in 0..rng.usize(0..200) {
                     let parent = dirs[rng.usize(..dirs.len())].clone();
                     let path = parent.join(std::ffi::OsStr::from_bytes(&name(&mut rng)));
                     if path.symlink_metadata().is_ok() {
@@ -1211,13 +1271,61 @@ pub(crate) mod tests {
                 );
                 for d in listed {
                     let whole = one_by_one(&d, &ws);
+                    let read = read_below(&d);
                     for max in [0, 1, 9, 40, 150, 100_000] {
                         let want = cut(&whole, max, Keep::Head).marked(0);
-                        assert_eq!(list_two_levels(&d, &ws, max), Ok(want), "{d:?} {max}");
+                        assert_eq!(
+                            list_two_levels(&d, &ws, max),
+                            Ok(want.clone()),
+                            "{d:?} {max}"
+                        );
+                        for budget in [0, 5, read.saturating_sub(1), read] {
+                            let kept = list_levels(&d, &ws, max, budget);
+                            let want = (budget >= read).then(|| want.clone());
+                            assert_eq!(kept, Ok(want), "{d:?} {max} {budget} of {read}");
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// The entries a listing of `dir` reads: its own and those of each subdirectory it shows.
+    fn read_below(dir: &Path) -> usize {
+        let entries = |d: &Path| std::fs::read_dir(d).unwrap().map(|e| e.unwrap());
+        entries(dir)
+            .map(|e| {
+                let shown_dir = e.file_type().unwrap().is_dir()
+                    && !IGNORED_DIRS.iter().any(|i| e.file_name() == *i);
+                1 + if shown_dir {
+                    entries(&e.path()).count()
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
+
+    /// A listing larger than what `ls` reads on the runtime's thread is made on a blocking
+    /// thread, whole.
+    #[tokio::test]
+    async fn ls_lists_a_large_directory_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        std::fs::create_dir(r.join("sub")).unwrap();
+        for i in 0..INLINE_ENTRIES {
+            std::fs::write(r.join(format!("f{i:04}")), "").unwrap();
+            std::fs::write(r.join(format!("sub/g{i:04}")), "").unwrap();
+        }
+        let c = ctx(r);
+        assert_eq!(
+            list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES),
+            Ok(None)
+        );
+        let (status, text) = run(&LsTool, &c, json!({})).await;
+        assert_eq!(status, O);
+        assert_eq!(text.lines().count(), 2 * INLINE_ENTRIES + 1);
+        assert_eq!(text.lines().last(), Some("sub/g0255"));
     }
 
     #[tokio::test]
