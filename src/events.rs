@@ -437,6 +437,7 @@ pub fn start_writer(output: Output) -> (EventSink, EventWriter) {
             let _ = done_tx.send(());
         })
         .ok();
+    tx.nudge_later();
     (
         EventSink {
             tx,

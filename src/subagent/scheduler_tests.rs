@@ -101,15 +101,16 @@ impl Fixture {
 
     /// The events so far as (type, task id, detail): a marker sent last is seen last.
     /// The `task_*` events as (type, task id), in order.
-    fn task_events(&mut self) -> Vec<(String, String)> {
+    async fn task_events(&mut self) -> Vec<(String, String)> {
         self.events()
+            .await
             .into_iter()
             .filter(|(t, ..)| t.starts_with("task_"))
             .map(|(t, id, _)| (t, id))
             .collect()
     }
 
-    fn events(&mut self) -> Vec<(String, String, Value)> {
+    async fn events(&mut self) -> Vec<(String, String, Value)> {
         self.events.emit(Event::warning("end_of_test", ""));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
@@ -124,7 +125,7 @@ impl Fixture {
                     .collect();
             }
             assert!(std::time::Instant::now() < deadline, "events never arrived");
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     }
 
@@ -200,7 +201,7 @@ async fn tasks_start_up_to_the_limit_then_queue_in_order() {
         ("task_started", "c"),
     ];
     assert_eq!(
-        f.task_events(),
+        f.task_events().await,
         expect.map(|(t, id)| (t.to_string(), id.to_string()))
     );
 }
@@ -263,7 +264,7 @@ async fn the_lead_reads_how_each_task_ended() {
         msg,
         "Task failed. Error: Unknown subagent type 'reviewer'. Available: general-purpose"
     );
-    let events = f.events();
+    let events = f.events().await;
     let terminal: Vec<(String, String)> = events
         .iter()
         .filter(|(t, ..)| t == "task_completed" || t == "task_failed" || t == "warning")
@@ -317,6 +318,7 @@ async fn past_the_task_limit_a_call_is_refused_and_no_task() {
     assert_eq!(f.sched.counts().total, 1);
     assert!(f
         .events()
+        .await
         .iter()
         .any(|(t, _, d)| t == "warning" && d == &json!("task_limit")));
 }
@@ -329,6 +331,7 @@ async fn a_sub_agent_out_of_turns_without_text_fails_turn_capped() {
     assert_eq!(msg, "Task failed. Error: Reached max_turns=1");
     let failed: Vec<Value> = f
         .events()
+        .await
         .into_iter()
         .filter(|(t, ..)| t == "task_failed")
         .map(|(.., d)| d)
@@ -347,6 +350,7 @@ async fn a_cancelled_run_cancels_a_queued_task_without_starting_it() {
     assert_eq!(msg, "Task cancelled. Error: Run cancelled");
     let started: Vec<String> = f
         .events()
+        .await
         .into_iter()
         .filter(|(t, ..)| t == "task_started")
         .map(|(_, id, _)| id)
@@ -378,7 +382,7 @@ async fn a_run_stopping_wakes_its_queued_tasks_and_they_cancel_themselves() {
         ("task_cancelled", "t2"),
     ];
     assert_eq!(
-        f.task_events(),
+        f.task_events().await,
         expect.map(|(t, id)| (t.to_string(), id.to_string()))
     );
 }
