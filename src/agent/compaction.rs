@@ -402,6 +402,7 @@ async fn summarize(
             purpose: CallPurpose::Summary,
             // A summary is prose for the agent, never the structured final answer.
             output_schema: None,
+            lineage: None,
         }
     };
     let (own, own_name) = at.port.own_model();

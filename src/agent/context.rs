@@ -9,17 +9,34 @@ use std::sync::Arc;
 
 use crate::events::Event;
 use crate::model::{
-    AgentId, BoxFuture, ChatModel, ChatRequest, Message, ModelError, ModelLimits, ModelResponse,
-    ToolCall, Usage,
+    AgentId, BoxFuture, ChatModel, ChatRequest, Lineage, Message, ModelError, ModelLimits,
+    ModelResponse, ToolCall, Usage,
 };
 
 /// One agent's messages, oldest first; the first is the task (the user's prompt).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct History {
     messages: Arc<Vec<Message>>,
     /// What compactions left behind: the summary (the second message) and the ledger of the
     /// `task` calls it replaced, carried verbatim into every later summary.
     compacted: Option<Compacted>,
+    /// Keeps [`ChatRequest::lineage`]'s promise: a new one whenever a message that went out
+    /// in a request changes (or the history is replaced, or copied).
+    lineage: Lineage,
+    /// The leading messages that went out in a request under this lineage.
+    sent: usize,
+}
+
+impl Clone for History {
+    /// A copy can grow apart from its original, so it is a lineage of its own.
+    fn clone(&self) -> Self {
+        Self {
+            messages: self.messages.clone(),
+            compacted: self.compacted.clone(),
+            lineage: Lineage::fresh(),
+            sent: 0,
+        }
+    }
 }
 
 /// The state of a compacted history.
@@ -36,6 +53,8 @@ impl History {
         Self {
             messages: Arc::new(vec![first]),
             compacted: None,
+            lineage: Lineage::fresh(),
+            sent: 0,
         }
     }
 
@@ -63,6 +82,7 @@ impl History {
 
     /// Gives the assistant message at `at` its tool calls.
     pub fn set_calls(&mut self, at: usize, calls: Vec<ToolCall>) {
+        self.changing(at);
         if let Some(Message::Assistant { tool_calls, .. }) =
             Arc::make_mut(&mut self.messages).get_mut(at)
         {
@@ -71,6 +91,7 @@ impl History {
     }
 
     pub fn last_mut(&mut self) -> Option<&mut Message> {
+        self.changing(self.len().saturating_sub(1));
         Arc::make_mut(&mut self.messages).last_mut()
     }
 
@@ -78,11 +99,26 @@ impl History {
     pub fn replace(&mut self, messages: Vec<Message>, compacted: Compacted) {
         self.messages = Arc::new(messages);
         self.compacted = Some(compacted);
+        self.new_lineage();
     }
 
-    /// The history as a request carries it: shared, not copied.
-    pub fn shared(&self) -> Arc<Vec<Message>> {
-        self.messages.clone()
+    /// The history as a request carries it (shared, not copied) and its lineage. Its
+    /// messages count as sent from now on.
+    pub fn for_request(&mut self) -> (Arc<Vec<Message>>, Lineage) {
+        self.sent = self.len();
+        (self.messages.clone(), self.lineage)
+    }
+
+    /// The message at `at` is about to change.
+    fn changing(&mut self, at: usize) {
+        if at < self.sent {
+            self.new_lineage();
+        }
+    }
+
+    fn new_lineage(&mut self) {
+        self.lineage = Lineage::fresh();
+        self.sent = 0;
     }
 }
 
@@ -173,15 +209,121 @@ mod tests {
     #[test]
     fn pushing_after_a_request_ended_does_not_copy() {
         let mut h = History::new(Message::User("task".into()));
-        let sent = h.shared();
+        let (sent, _) = h.for_request();
         h.push(Message::User("second".into()));
         // The request still held the old history: it kept its own view.
         assert_eq!(sent.len(), 1);
         assert_eq!(h.len(), 2);
         drop(sent);
-        let before = Arc::as_ptr(&h.shared());
+        let before = Arc::as_ptr(&h.for_request().0);
         h.push(Message::User("third".into()));
-        assert_eq!(Arc::as_ptr(&h.shared()), before, "pushed in place");
+        assert_eq!(Arc::as_ptr(&h.for_request().0), before, "pushed in place");
         assert_eq!(h.messages().len(), 3);
+    }
+
+    fn assistant() -> Message {
+        Message::Assistant {
+            text: None,
+            tool_calls: vec![],
+            reasoning: Default::default(),
+        }
+    }
+
+    /// The request bodies an OpenAI-compatible provider writes from the messages it sent
+    /// before (by lineage) are the bodies written whole, whatever happens to the histories:
+    /// several of them sharing one cache, growing, their sent and unsent messages edited,
+    /// replaced, copied and the copies grown apart.
+    #[test]
+    fn bodies_written_from_sent_messages_are_the_bodies_written_whole() {
+        use crate::model::providers::openai_chat::{request_body, request_bytes, WireCache};
+        use crate::model::{HttpSettings, ToolArgs};
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut histories: Vec<History> = (0..4)
+            .map(|i| History::new(Message::User(format!("task {i} \"quoted\""))))
+            .collect();
+        for step in 0..2000 {
+            let h = rng.usize(..histories.len());
+            let text = format!("m{step}\n\u{e9}");
+            match rng.u8(..9) {
+                0 => histories[h].push(Message::User(text)),
+                1 => histories[h].push(Message::Assistant {
+                    text: Some(text),
+                    tool_calls: vec![],
+                    reasoning: crate::model::Reasoning {
+                        text: rng.bool().then(|| "why".into()),
+                        blocks: vec![],
+                    },
+                }),
+                2 => histories[h].push(Message::Tool {
+                    call_id: format!("c{step}"),
+                    name: "ls".into(),
+                    content: text,
+                }),
+                3 => {
+                    let at = rng.usize(..histories[h].len());
+                    let args = ToolArgs::parse(&format!("{{\"n\": {step}}}")).unwrap();
+                    histories[h].set_calls(at, vec![ToolCall::new(format!("c{step}"), "ls", args)]);
+                }
+                4 => {
+                    if let Some(Message::User(t) | Message::Tool { content: t, .. }) =
+                        histories[h].last_mut()
+                    {
+                        t.push('!');
+                    }
+                }
+                5 if rng.u8(..10) == 0 => {
+                    let keep = histories[h].messages()[..1].to_vec();
+                    histories[h].replace(keep, Compacted::default());
+                }
+                6 if rng.u8(..10) == 0 => {
+                    let copy = histories[h].clone();
+                    histories.push(copy);
+                }
+                _ => {
+                    let (messages, lineage) = histories[h].for_request();
+                    let mut req = crate::model::providers::openai_chat::test_data::request(
+                        vec![],
+                        vec![],
+                        false,
+                    );
+                    req.messages = messages;
+                    req.lineage = Some(lineage);
+                    let bytes = request_bytes(&settings, &req, &cache);
+                    req.lineage = None;
+                    let whole = serde_json::to_vec(&request_body(&settings, &req)).unwrap();
+                    assert_eq!(
+                        String::from_utf8(bytes).unwrap(),
+                        String::from_utf8(whole).unwrap(),
+                        "step {step}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A lineage holds while only messages no request has carried change; changing a sent
+    /// one, replacing the history or copying it starts a new one.
+    #[test]
+    fn a_sent_message_that_changes_starts_a_new_lineage() {
+        let mut h = History::new(Message::User("task".into()));
+        let (_, first) = h.for_request();
+        h.push(assistant());
+        h.set_calls(1, vec![]);
+        h.push(Message::User("more".into()));
+        h.last_mut();
+        let (_, same) = h.for_request();
+        assert_eq!(same, first, "appended and edited unsent messages only");
+        h.last_mut();
+        let (_, after_edit) = h.for_request();
+        assert_ne!(after_edit, first, "the last message had been sent");
+        h.set_calls(1, vec![]);
+        let (_, after_calls) = h.for_request();
+        assert_ne!(after_calls, after_edit);
+        let copy = h.clone();
+        assert_ne!(copy.lineage, h.lineage);
+        h.replace(vec![Message::User("task".into())], Compacted::default());
+        assert_ne!(h.for_request().1, after_calls);
     }
 }

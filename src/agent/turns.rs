@@ -179,15 +179,17 @@ impl Transcript {
 
     /// One turn's model call.
     async fn call(&mut self, agent: &Agent) -> Result<ModelResponse, ModelError> {
+        let (messages, lineage) = self.history.for_request();
         let req = ChatRequest {
             system: agent.system.clone(),
-            messages: self.history.shared(),
+            messages,
             tools: self.tool_specs.clone(),
             tool_choice_none: self.force_final,
             agent: agent.id.clone(),
             turn: self.turn,
             output_schema: agent.output_schema.clone(),
             purpose: Default::default(),
+            lineage: Some(lineage),
         };
         // Turns count model calls, a call that fails included.
         self.turn += 1;

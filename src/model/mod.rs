@@ -313,6 +313,24 @@ pub struct ChatRequest {
     /// which states it in every case.
     pub output_schema: Option<Arc<output_schema::OutputSchema>>,
     pub purpose: CallPurpose,
+    /// Names the history `messages` come from, for providers that keep the wire form of the
+    /// messages they sent (issue 13: re-serializing the whole history was most of a request's
+    /// cost). Under one lineage a message, once sent, never changes: later requests only add
+    /// messages after it (`agent::History` starts a new lineage when that would not hold).
+    /// `None`: a one-off request, written whole.
+    pub lineage: Option<Lineage>,
+}
+
+/// See [`ChatRequest::lineage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lineage(u64);
+
+impl Lineage {
+    /// A lineage no other history of this process has had.
+    pub fn fresh() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Lineage(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// Why a model call is made.

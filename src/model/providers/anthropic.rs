@@ -154,6 +154,7 @@ mod test_data {
             turn: 2,
             output_schema: None,
             purpose: Default::default(),
+            lineage: None,
         }
     }
 

@@ -109,7 +109,7 @@ pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
 
 /// Requests and captures the tests of this provider share.
 #[cfg(test)]
-mod test_data {
+pub(crate) mod test_data {
     use serde_json::json;
 
     use crate::model::{AgentId, ChatRequest, Message, ToolSpec};
@@ -127,6 +127,7 @@ mod test_data {
             turn: 0,
             output_schema: None,
             purpose: Default::default(),
+            lineage: None,
         }
     }
 

@@ -113,6 +113,7 @@ mod test_data {
             turn: 0,
             output_schema: None,
             purpose: Default::default(),
+            lineage: None,
         }
     }
 

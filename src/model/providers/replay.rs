@@ -525,6 +525,7 @@ mod tests {
             turn,
             output_schema: None,
             purpose: Default::default(),
+            lineage: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequ
         turn: 0,
         output_schema: None,
         purpose: Default::default(),
+        lineage: None,
     }
 }
 

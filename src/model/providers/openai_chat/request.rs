@@ -12,7 +12,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::model::output_schema::OutputSchema;
-use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
+use crate::model::{ChatRequest, HttpSettings, Lineage, Message, ToolCall, ToolSpec};
 
 /// Stands for the borrowed parts in the settings map until they are written; a key that
 /// `extra_body` replaced no longer holds it.
@@ -58,18 +58,34 @@ pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest, cache: &WireCac
 /// The `messages` array, as serializing [`Messages`] writes it.
 fn write_messages(out: &mut Vec<u8>, req: &ChatRequest, cache: &WireCache) {
     out.push(b'[');
-    let mut first = true;
     if !req.system.is_empty() {
         out.extend_from_slice(&cache.system_json(&req.system));
-        first = false;
+        if !req.messages.is_empty() {
+            out.push(b',');
+        }
     }
-    for m in req.messages.iter() {
-        if !std::mem::take(&mut first) {
+    match req.lineage {
+        Some(lineage) => {
+            let mut sent = cache.histories.take(lineage, req.messages.len());
+            let separate = !sent.json.is_empty();
+            append_messages(&mut sent.json, &req.messages[sent.messages..], separate);
+            sent.messages = req.messages.len();
+            out.extend_from_slice(&sent.json);
+            cache.histories.keep(sent);
+        }
+        None => append_messages(out, &req.messages, false),
+    }
+    out.push(b']');
+}
+
+/// Writes `messages` comma-separated, after a comma if `separate`.
+fn append_messages(out: &mut Vec<u8>, messages: &[Message], mut separate: bool) {
+    for m in messages {
+        if std::mem::replace(&mut separate, true) {
             out.push(b',');
         }
         write_json(out, &WireMessage(m));
     }
-    out.push(b']');
 }
 
 /// The body's JSON cut where the borrowed parts go.
@@ -141,6 +157,9 @@ pub struct WireCache {
     /// The body's settings around the messages and tools, by request shape (tools or
     /// none, `tool_choice: none` or not); a request with an output schema builds its own.
     shapes: [OnceLock<Vec<Part>>; 4],
+    /// The messages recent requests sent, by their history's lineage: the next request of
+    /// that history writes only its new messages.
+    histories: SentHistories,
 }
 
 impl WireCache {
@@ -158,6 +177,55 @@ impl WireCache {
     fn system_json(&self, system: &Arc<str>) -> Arc<[u8]> {
         self.system
             .json(system, |text, out| write_json(out, &SystemMessage(text)))
+    }
+}
+
+/// The JSON of the messages requests sent, by lineage ([`ChatRequest::lineage`]: within
+/// one, sent messages never change, so their JSON stays right for every later request).
+/// Most recently used last; kept to a count and a size, enough for one entry per agent of a
+/// wide fan-out.
+#[derive(Debug, Default)]
+struct SentHistories {
+    entries: Mutex<VecDeque<Sent>>,
+}
+
+/// The first `messages` messages of a lineage, comma-separated as in the `messages` array.
+#[derive(Debug)]
+struct Sent {
+    lineage: Lineage,
+    messages: usize,
+    json: Vec<u8>,
+}
+
+/// Histories kept, and their bytes (a little more than the largest entry may be kept).
+const HISTORIES: usize = 256;
+const HISTORY_BYTES: usize = 64 << 20;
+
+impl SentHistories {
+    /// The lineage's entry, taken out while its request is written (empty if there is none,
+    /// or if it covers more messages than `messages`, which a lineage never loses).
+    fn take(&self, lineage: Lineage, messages: usize) -> Sent {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let found = entries.iter().position(|e| e.lineage == lineage);
+        match found.and_then(|i| entries.remove(i)) {
+            Some(sent) if sent.messages <= messages => sent,
+            _ => Sent {
+                lineage,
+                messages: 0,
+                json: Vec::new(),
+            },
+        }
+    }
+
+    fn keep(&self, sent: Sent) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.push_back(sent);
+        let mut bytes: usize = entries.iter().map(|e| e.json.len()).sum();
+        while entries.len() > HISTORIES || (bytes > HISTORY_BYTES && entries.len() > 1) {
+            if let Some(old) = entries.pop_front() {
+                bytes -= old.json.len();
+            }
+        }
     }
 }
 
@@ -643,6 +711,38 @@ mod tests {
             description: format!("the \"{name}\" tool"),
             parameters: json!({"type": "object", "properties": {"p": {"type": "string"}}}),
         }
+    }
+
+    /// The sent messages are kept for a bounded number of histories, the most recent ones;
+    /// an entry covering more messages than a request carries is not used.
+    #[test]
+    fn sent_histories_are_bounded_and_never_longer_than_the_request() {
+        let settings = HttpSettings::new("m", "http://x/v1", None);
+        let cache = WireCache::default();
+        let lineages: Vec<Lineage> = (0..HISTORIES + 10).map(|_| Lineage::fresh()).collect();
+        let mut req = request(
+            vec![Message::User("a".into()), Message::User("b".into())],
+            vec![],
+            false,
+        );
+        for l in &lineages {
+            req.lineage = Some(*l);
+            request_bytes(&settings, &req, &cache);
+        }
+        let kept: Vec<Lineage> = cache
+            .histories
+            .entries
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.lineage)
+            .collect();
+        assert_eq!(kept, lineages[10..], "the oldest went first");
+        // Not a history's own doing, but never trusted: fewer messages under a kept lineage.
+        req.messages = Arc::new(vec![Message::User("c".into())]);
+        let bytes = request_bytes(&settings, &req, &cache);
+        let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
+        assert_eq!(bytes, expected);
     }
 
     #[test]
