@@ -309,14 +309,17 @@ fn list_levels(
 ) -> Result<Option<String>, String> {
     let limited = budget != usize::MAX;
     let shown = ws.display_path(dir);
-    let meta = std::fs::metadata(dir).map_err(|_| format!("Error: path not found: {shown}"))?;
-    if !meta.is_dir() {
-        return Ok(Some(cut(&shown, max, Keep::Head).marked(0)));
-    }
-    let Some(mut top) =
-        read_entries(dir, &mut budget).map_err(|e| format!("Error: cannot list {shown}: {e}"))?
-    else {
-        return Ok(None);
+    // Opening it tells a file from a directory, without a stat first.
+    let mut top = match read_entries(dir, &mut budget) {
+        Ok(Some(top)) => top,
+        Ok(None) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Ok(Some(cut(&shown, max, Keep::Head).marked(0)));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("Error: path not found: {shown}"));
+        }
+        Err(e) => return Err(format!("Error: cannot list {shown}: {e}")),
     };
     top.sort_unstable();
     let subdirs: Vec<PathBuf> = top

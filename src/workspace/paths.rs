@@ -213,6 +213,10 @@ fn real_path(path: &Path, hops: usize) -> Option<PathBuf> {
     if hops > MAX_LINK_HOPS {
         return None;
     }
+    // Most paths exist: one realpath settles them (the walk below stats first).
+    if let Ok(real) = path.canonicalize() {
+        return Some(real);
+    }
     let mut existing = path;
     let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
     loop {
