@@ -135,6 +135,47 @@ async fn a_timed_out_sub_agent_exits_4_promptly() {
     );
 }
 
+/// Each line is on stdout as soon as the run has done what was ready, not held until more
+/// events come: `task_started` is readable while the sub-agent still waits for its model.
+#[tokio::test(flavor = "multi_thread")]
+async fn events_reach_stdout_while_a_sub_agent_still_waits() {
+    use tokio::io::AsyncBufReadExt;
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [fan_out(&["slow"]), {"text": "summary"}],
+        "tasks": {"slow": [{"text": "late", "delay_ms": 5000}]}}),
+    );
+    let m = format!("replay:{}", c.display());
+    let mut child = deerflow(["run", "--json", "-m", m.as_str(), "go"])
+        .cwd(ws.path())
+        .command()
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let e: Value = serde_json::from_str(&line).unwrap();
+        seen.push(e["type"].as_str().unwrap_or_default().to_string());
+        if e["type"] == "task_started" {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("task_started"),
+        "{seen:?}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "task_started came at {:?}, with the sub-agent's answer",
+        t0.elapsed()
+    );
+    let _ = child.kill().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn failure_beats_timeout_in_the_exit_code() {
     let ws = workspace();
