@@ -2,7 +2,8 @@
 # The "CPU per model call" case of benches/run.sh on its own, for before/after work: runs
 # each given deerflow binary in turn (interleaved, RUNS rounds) against one zero-latency
 # mock (benches/mock_openai.py, 64 sub-agents × 20 `ls` turns) and prints each binary's
-# median user+sys per call the mock served. Usage: benches/cpu_per_call.sh BIN... (RUNS=7)
+# median user+sys per call the mock served. Usage: benches/cpu_per_call.sh BIN... (RUNS=7;
+# WS=DIR lists DIR instead of an empty workspace)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-7}"
@@ -29,7 +30,7 @@ if pid == 0:
     os.execv(sys.argv[3], sys.argv[3:])
 _, status, ru = os.wait4(pid, 0)
 open(sys.argv[1], "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
-' "$TMP/cpu" "$TMP/out.ndjson" "$bin" -c "$TMP/cpu.yaml" run --json --max-tasks 64 --max-concurrent 64 -m openai:m -C "$TMP" go
+' "$TMP/cpu" "$TMP/out.ndjson" "$bin" -c "$TMP/cpu.yaml" run --json --max-tasks 64 --max-concurrent 64 -m openai:m -C "${WS:-$TMP}" go
     after=$(curl -s "$URL/calls")
     grep -q '"status":"completed"' "$TMP/out.ndjson" || { echo "$bin: the run did not complete"; exit 1; }
     awk -v n="$((after - before))" '{printf "%.4f\n", ($1 + $2) * 1000 / n}' "$TMP/cpu" >> "$TMP/r$i"

@@ -135,7 +135,10 @@ echo "| 10k fan-out | $(printf '%s\n' "${rates[@]}" | median) | $lines |"
 
 # Harness CPU per model call (issue 13): 64 sub-agents at once, each making 20 tool turns
 # against a zero-latency OpenAI-compatible mock over real HTTP (benches/mock_openai.py).
-# deerflow's own user+sys CPU (from /usr/bin/time) over the calls the mock served.
+# deerflow's own user+sys CPU (from /usr/bin/time) over the calls the mock served. The
+# sub-agents list a workspace of their own (as benches/cpu_per_call.sh does): listing the
+# cases' 200 files above would measure `ls` more than the harness.
+mkdir "$TMP/cpu_ws"
 python3 benches/mock_openai.py "$TMP/port" 64 20 &
 MOCK=$!
 for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
@@ -144,7 +147,7 @@ cpus=()
 for _ in $(seq "$RUNS"); do
   before=$(curl -s "http://127.0.0.1:$(cat "$TMP/port")/calls")
   OPENAI_BASE_URL="http://127.0.0.1:$(cat "$TMP/port")/v1" /usr/bin/time -f '%U %S' -o "$TMP/cpu" \
-    "$BIN" -c "$TMP/cpu.yaml" run --json --max-tasks 64 --max-concurrent 64 -m openai:m -C "$TMP" go > "$TMP/cpu.ndjson"
+    "$BIN" -c "$TMP/cpu.yaml" run --json --max-tasks 64 --max-concurrent 64 -m openai:m -C "$TMP/cpu_ws" go > "$TMP/cpu.ndjson"
   after=$(curl -s "http://127.0.0.1:$(cat "$TMP/port")/calls")
   grep -q '"status":"completed"' "$TMP/cpu.ndjson" || { echo "the CPU run did not complete"; kill "$MOCK"; exit 1; }
   cpus+=("$(awk -v n="$((after - before))" '{printf "%.3f", ($1 + $2) * 1000 / n}' "$TMP/cpu")")
