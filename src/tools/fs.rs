@@ -284,10 +284,10 @@ impl Tool for LsTool {
     }
 }
 
-/// Entries an `ls` reads on the runtime's thread before it hands the listing to a blocking
-/// thread instead (starting over there). A listing this small costs less than the two thread
-/// wake-ups of the hand-off (~10 % of the CPU of a model call whose tool is a small `ls`,
-/// issue 13), and blocks the runtime for tens of microseconds at most.
+/// Entries an `ls` of a flat directory reads on the runtime's thread before it hands the
+/// listing to a blocking thread instead (starting over there). A listing this small costs
+/// less than the two thread wake-ups of the hand-off (~10 % of the CPU of a model call whose
+/// tool is a small `ls`, issue 13), and blocks the runtime for tens of microseconds at most.
 const INLINE_ENTRIES: usize = 256;
 
 /// The listing of `dir`, cut to `max` characters as `cut(.., Keep::Head).marked(0)` cuts it.
@@ -299,8 +299,8 @@ fn list_two_levels(
     list_levels(dir, ws, max, usize::MAX).map(Option::unwrap_or_default)
 }
 
-/// [`list_two_levels`], or `None` once more than `budget` entries were read (`usize::MAX`:
-/// no limit, and the second level is read by a few threads when it is large).
+/// [`list_two_levels`], or `None` once more than `budget` entries were read or, under a
+/// budget (`usize::MAX`: none), when there are subdirectories to read.
 fn list_levels(
     dir: &Path,
     ws: &crate::workspace::Workspace,
@@ -313,10 +313,17 @@ fn list_levels(
     let mut top = match read_entries(dir, &mut budget) {
         Ok(Some(top)) => top,
         Ok(None) => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+        // Not a directory: the path is a file (shown as it is), or a file stands where one of
+        // its parents should be (then it does not exist).
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory && dir.metadata().is_ok() => {
             return Ok(Some(cut(&shown, max, Keep::Head).marked(0)));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
             return Err(format!("Error: path not found: {shown}"));
         }
         Err(e) => return Err(format!("Error: cannot list {shown}: {e}")),
@@ -327,10 +334,12 @@ fn list_levels(
         .filter(|(_, is_dir)| *is_dir)
         .map(|(name, _)| dir.join(name))
         .collect();
-    let Some(below) = read_each(&subdirs, limited.then_some(budget)) else {
+    // Only a flat directory is listed on the runtime's thread: each subdirectory could be a
+    // mount point (a dead NFS server, an automounter) that would hold every agent.
+    if limited && !subdirs.is_empty() {
         return Ok(None);
-    };
-    let mut below = subdirs.iter().zip(below);
+    }
+    let mut below = subdirs.iter().zip(read_each(&subdirs));
     let mut listing = Listing::new(max);
     let prefix = ChildPrefix::new(ws, dir);
     for (name, is_dir) in &top {
@@ -455,20 +464,14 @@ impl<'w> ChildPrefix<'w> {
     }
 }
 
-/// The entries of each of `dirs` (`None` for one that cannot be read), in order; `None` once
-/// more than `budget` entries were read.
-fn read_each(dirs: &[PathBuf], budget: Option<usize>) -> Option<Vec<Option<Entries>>> {
-    // A few directories, or a listing kept small, are read here: starting a thread costs more
-    // than reading them.
-    if dirs.len() <= FEW_DIRS || budget.is_some() {
-        let mut budget = budget.unwrap_or(usize::MAX);
+/// The entries of each of `dirs` (`None` for one that cannot be read), in order.
+fn read_each(dirs: &[PathBuf]) -> Vec<Option<Entries>> {
+    // A few directories are read here: starting a thread costs more than reading them.
+    if dirs.len() <= FEW_DIRS {
+        let mut unlimited = usize::MAX;
         return dirs
             .iter()
-            .map(|dir| match read_entries(dir, &mut budget) {
-                Ok(Some(entries)) => Some(Some(entries)),
-                Ok(None) => None,
-                Err(_) => Some(None),
-            })
+            .map(|dir| read_entries(dir, &mut unlimited).ok().flatten())
             .collect();
     }
     // The second level is most of a large listing: each of a few threads takes the next
@@ -498,7 +501,7 @@ fn read_each(dirs: &[PathBuf], budget: Option<usize>) -> Option<Vec<Option<Entri
         all
     });
     all.sort_unstable_by_key(|(i, _)| *i);
-    Some(all.into_iter().map(|(_, entries)| entries).collect())
+    all.into_iter().map(|(_, entries)| entries).collect()
 }
 
 /// Subdirectories a listing reads on one thread.
@@ -1274,7 +1277,7 @@ pub(crate) mod tests {
                 );
                 for d in listed {
                     let whole = one_by_one(&d, &ws);
-                    let read = read_below(&d);
+                    let (read, flat) = read_below(&d);
                     for max in [0, 1, 9, 40, 150, 100_000] {
                         let want = cut(&whole, max, Keep::Head).marked(0);
                         assert_eq!(
@@ -1284,7 +1287,7 @@ pub(crate) mod tests {
                         );
                         for budget in [0, 5, read.saturating_sub(1), read] {
                             let kept = list_levels(&d, &ws, max, budget);
-                            let want = (budget >= read).then(|| want.clone());
+                            let want = (budget >= read && flat).then(|| want.clone());
                             assert_eq!(kept, Ok(want), "{d:?} {max} {budget} of {read}");
                         }
                     }
@@ -1293,32 +1296,27 @@ pub(crate) mod tests {
         }
     }
 
-    /// The entries a listing of `dir` reads: its own and those of each subdirectory it shows.
-    fn read_below(dir: &Path) -> usize {
-        let entries = |d: &Path| std::fs::read_dir(d).unwrap().map(|e| e.unwrap());
-        entries(dir)
-            .map(|e| {
-                let shown_dir = e.file_type().unwrap().is_dir()
-                    && !IGNORED_DIRS.iter().any(|i| e.file_name() == *i);
-                1 + if shown_dir {
-                    entries(&e.path()).count()
-                } else {
-                    0
-                }
-            })
-            .sum()
+    /// The entries a listing of `dir` reads first (its own), and whether it shows no
+    /// subdirectory.
+    fn read_below(dir: &Path) -> (usize, bool) {
+        let entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        let flat = entries.iter().all(|e| {
+            !e.file_type().unwrap().is_dir() || IGNORED_DIRS.iter().any(|i| e.file_name() == *i)
+        });
+        (entries.len(), flat)
     }
 
-    /// A listing larger than what `ls` reads on the runtime's thread is made on a blocking
-    /// thread, whole.
+    /// A listing larger than what `ls` reads on the runtime's thread, or one with
+    /// subdirectories, is made on a blocking thread, whole.
     #[tokio::test]
     async fn ls_lists_a_large_directory_whole() {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        std::fs::create_dir(r.join("sub")).unwrap();
-        for i in 0..INLINE_ENTRIES {
+        for i in 0..=INLINE_ENTRIES {
             std::fs::write(r.join(format!("f{i:04}")), "").unwrap();
-            std::fs::write(r.join(format!("sub/g{i:04}")), "").unwrap();
         }
         let c = ctx(r);
         assert_eq!(
@@ -1326,9 +1324,39 @@ pub(crate) mod tests {
             Ok(None)
         );
         let (status, text) = run(&LsTool, &c, json!({})).await;
-        assert_eq!(status, O);
-        assert_eq!(text.lines().count(), 2 * INLINE_ENTRIES + 1);
-        assert_eq!(text.lines().last(), Some("sub/g0255"));
+        assert_eq!((status, text.lines().count()), (O, INLINE_ENTRIES + 1));
+        std::fs::remove_file(r.join("f0000")).unwrap();
+        assert!(list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES)
+            .unwrap()
+            .is_some());
+        std::fs::create_dir(r.join("sub")).unwrap();
+        std::fs::write(r.join("sub/g"), "").unwrap();
+        assert_eq!(
+            list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES),
+            Ok(None)
+        );
+        let (status, text) = run(&LsTool, &c, json!({})).await;
+        assert_eq!((status, text.lines().last()), (O, Some("sub/g")));
+    }
+
+    /// A path below a file does not exist, though opening it fails as for a file; a FIFO
+    /// is shown as it is, without blocking.
+    #[tokio::test]
+    async fn ls_below_a_file_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        let fifo = std::ffi::CString::new(dir.path().join("p").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let c = ctx(dir.path());
+        assert_eq!(
+            run(&LsTool, &c, json!({"path": "a.txt/missing"})).await,
+            (E, "Error: path not found: a.txt/missing".to_string())
+        );
+        assert_eq!(
+            run(&LsTool, &c, json!({"path": "p"})).await,
+            (O, "p".to_string())
+        );
     }
 
     #[tokio::test]

@@ -448,3 +448,123 @@ async fn sigint_cancels_queued_tasks_too() {
         assert!(result.is_none_or(|r| r > term), "{t}");
     }
 }
+
+/// `-o` names a FIFO no one opens yet. The run ends, `run_completed` is written, then the
+/// final answer waits for a reader of the FIFO. A second SIGINT must still exit at once
+/// (§8), though the `open` holds the runtime's thread.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_sigint_exits_while_o_waits_for_a_fifo_reader() {
+    let ws = workspace();
+    let fifo = ws.path().join("answer.fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "done"}]}));
+    let m = format!("replay:{}", c.display());
+    let fifo_arg = fifo.display().to_string();
+    let live = spawn(
+        ws.path(),
+        &["run", "--json", "-m", &m, "-o", &fifo_arg, "go"],
+    );
+    live.wait_for("run_completed", |ev| count(ev, "run_completed") == 1)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    live.signal(libc::SIGINT);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = live.signal(libc::SIGINT);
+    let mut live = live;
+    let status = tokio::time::timeout(Duration::from_secs(3), live.child.wait()).await;
+    if status.is_err() {
+        let _ = live.child.kill().await;
+        panic!("no exit 3 s after the second SIGINT (blocked opening the -o FIFO)");
+    }
+    assert!(second.elapsed() < Duration::from_millis(1000));
+    assert_eq!(status.unwrap().unwrap().code(), Some(130));
+}
+
+/// Stdout is piped but never read and a fan-out fills the queue to the writer, so the
+/// runtime's thread waits in an emitter. A second SIGINT 50 ms after the first still exits
+/// at once (§8): the handlers have a thread of their own, so the two are not seen as one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_sigint_exits_while_a_fan_out_fills_the_event_queue() {
+    let ws = workspace();
+    let n = 3000;
+    let calls: Vec<Value> = (0..n).map(|i| task(&format!("t{i}"))).collect();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+        "lead": [{"tool_calls": calls}, {"text": "never"}],
+        "default_task": [{"text": "ok"}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let mut cmd = deerflow(["run", "--json", "-m", &m, "--max-tasks", "100000", "go"])
+        .cwd(ws.path())
+        .command();
+    cmd.stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let _stdout = child.stdout.take();
+    let pid = child.id().unwrap() as i32;
+    // Long enough for the pipe and the 8192-event queue to fill.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert!(child.try_wait().unwrap().is_none());
+    // SAFETY: kill only sends a signal to the child we spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = Instant::now();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("no exit after the second SIGINT")
+        .unwrap();
+    let took = second.elapsed();
+    assert!(took < Duration::from_millis(300), "{took:?}");
+    assert_eq!(status.code(), Some(130));
+}
+
+/// As above, but only the lead emits (one response of 5,000 `ls` calls, 10,000 events).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_sigint_exits_while_the_lead_fills_the_event_queue() {
+    let ws = workspace();
+    let calls: Vec<Value> = (0..5000)
+        .map(|i| json!({"name": "ls", "arguments": {"path": format!("missing{i}")}}))
+        .collect();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"tool_calls": calls}, {"text": "never"}]}),
+    );
+    let m = format!("replay:{}", c.display());
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &m,
+        "--set",
+        "loop_detection.enabled=false",
+        "go",
+    ])
+    .cwd(ws.path())
+    .command();
+    cmd.stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    let _stdout = child.stdout.take();
+    let pid = child.id().unwrap() as i32;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still running, stdout stalled"
+    );
+    // SAFETY: kill only sends a signal to the child we spawned.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = Instant::now();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("no exit after the second SIGINT")
+        .unwrap();
+    let took = second.elapsed();
+    assert!(took < Duration::from_millis(300), "{took:?}");
+    assert_eq!(status.code(), Some(130));
+}
