@@ -333,10 +333,12 @@ mod tests {
         }
     }
 
-    /// Inside a runtime, the events a task emits before it yields wake the sleeping writer
-    /// once, together, when the runtime has run what was ready.
-    #[test]
-    fn events_emitted_in_one_turn_of_the_runtime_reach_the_writer_in_one_batch() {
+    /// A runtime, and a queue whose writer it nudges, its reader asleep.
+    fn nudged_queue() -> (
+        tokio::runtime::Runtime,
+        Sender,
+        std::sync::mpsc::Receiver<Vec<String>>,
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -344,6 +346,14 @@ mod tests {
         rt.block_on(async { tx.nudge_later() });
         let got = batches(rx);
         reader_asleep(&tx);
+        (rt, tx, got)
+    }
+
+    /// Inside a runtime, the events a task emits before it yields wake the sleeping writer
+    /// once, together, when the runtime has run what was ready.
+    #[test]
+    fn events_emitted_in_one_turn_of_the_runtime_reach_the_writer_in_one_batch() {
+        let (rt, tx, got) = nudged_queue();
         rt.block_on(async {
             let flow = Flow::default();
             for i in 0..3 {
@@ -360,13 +370,7 @@ mod tests {
     /// finished its work.
     #[test]
     fn the_last_event_wakes_the_writer_at_once() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let (tx, rx) = bounded(64);
-        rt.block_on(async { tx.nudge_later() });
-        let got = batches(rx);
-        reader_asleep(&tx);
+        let (rt, tx, got) = nudged_queue();
         rt.block_on(async {
             let flow = Flow::default();
             tx.send(env(0), &flow);
