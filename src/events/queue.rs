@@ -32,8 +32,6 @@ struct Inner {
     emitters_waiting: usize,
     /// A task wakes the writer once the runtime has run what was ready.
     nudger: bool,
-    /// That task was told to (and has not yet).
-    nudge_pending: bool,
 }
 
 struct Shared {
@@ -87,7 +85,6 @@ pub fn bounded(capacity: usize) -> (Sender, Receiver) {
             reader_waiting: false,
             emitters_waiting: 0,
             nudger: false,
-            nudge_pending: false,
         }),
         readable: Condvar::new(),
         writable: Condvar::new(),
@@ -121,7 +118,9 @@ impl Sender {
                 }
                 if urgent || !g.nudger || g.items.len() >= WAKE_AT {
                     s.wake_reader(&mut g);
-                } else if !std::mem::replace(&mut g.nudge_pending, true) {
+                } else {
+                    // Told again before it runs, the task keeps one permit: its second look
+                    // finds the writer awake or the queue empty.
                     drop(g);
                     s.nudge.notify_one();
                 }
@@ -160,8 +159,9 @@ impl Sender {
             loop {
                 shared.nudge.notified().await;
                 let mut g = shared.lock();
-                g.nudge_pending = false;
-                shared.wake_reader(&mut g);
+                if !g.items.is_empty() {
+                    shared.wake_reader(&mut g);
+                }
                 if g.senders == 0 || g.receiver_gone {
                     return;
                 }

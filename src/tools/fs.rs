@@ -266,7 +266,7 @@ impl Tool for LsTool {
                 Err(e) => return e,
             };
             let max = ctx.limits.ls_output_max_chars;
-            let listed = match list_levels(&abs, &ctx.workspace, max, INLINE_ENTRIES) {
+            let listed = match list_levels(&abs, &ctx.workspace, max, Some(INLINE_ENTRIES)) {
                 Ok(Some(text)) => Ok(text),
                 Err(msg) => Err(msg),
                 Ok(None) => {
@@ -296,21 +296,21 @@ fn list_two_levels(
     ws: &crate::workspace::Workspace,
     max: usize,
 ) -> Result<String, String> {
-    list_levels(dir, ws, max, usize::MAX).map(Option::unwrap_or_default)
+    list_levels(dir, ws, max, None).map(Option::unwrap_or_default)
 }
 
-/// [`list_two_levels`], or `None` once more than `budget` entries were read or, under a
-/// budget (`usize::MAX`: none), when there are subdirectories to read.
+/// [`list_two_levels`]; under a `budget`, `None` once more entries were read or when there
+/// are subdirectories to read.
 fn list_levels(
     dir: &Path,
     ws: &crate::workspace::Workspace,
     max: usize,
-    mut budget: usize,
+    budget: Option<usize>,
 ) -> Result<Option<String>, String> {
-    let limited = budget != usize::MAX;
     let shown = ws.display_path(dir);
+    let mut left = budget.unwrap_or(usize::MAX);
     // Opening it tells a file from a directory, without a stat first.
-    let mut top = match read_entries(dir, &mut budget) {
+    let mut top = match read_entries(dir, &mut left) {
         Ok(Some(top)) => top,
         Ok(None) => return Ok(None),
         // Not a directory: the path is a file (shown as it is), or a file stands where one of
@@ -336,7 +336,7 @@ fn list_levels(
         .collect();
     // Only a flat directory is listed on the runtime's thread: each subdirectory could be a
     // mount point (a dead NFS server, an automounter) that would hold every agent.
-    if limited && !subdirs.is_empty() {
+    if budget.is_some() && !subdirs.is_empty() {
         return Ok(None);
     }
     let mut below = subdirs.iter().zip(read_each(&subdirs));
@@ -862,7 +862,11 @@ pub(crate) mod tests {
                 }
             }
         }
-        lines.join("\n")
+        if lines.is_empty() {
+            "(empty)".into()
+        } else {
+            lines.join("\n")
+        }
     }
 
     #[test]
@@ -1179,46 +1183,10 @@ pub(crate) mod tests {
     /// `display_path`) and then cut, on random trees of odd names, in the workspace and the
     /// skills root, at lengths that cut it anywhere (mid-line, mid-name, not at all); a listing
     /// kept under a budget of entries is that same listing or none, and none only when the
-    /// budget is smaller than the entries read.
+    /// budget is smaller than the entries read or there are subdirectories.
     #[test]
     fn ls_lists_what_an_entry_by_entry_listing_would() {
         use std::os::unix::ffi::OsStrExt;
-        fn one_by_one(dir: &Path, ws: &Workspace) -> String {
-            let entries = |d: &Path| {
-                let mut v: Vec<(PathBuf, bool)> = std::fs::read_dir(d)
-                    .unwrap()
-                    .map(|e| e.unwrap())
-                    .map(|e| (e.path(), e.file_type().unwrap().is_dir()))
-                    .filter(|(p, is_dir)| {
-                        !(*is_dir && IGNORED_DIRS.iter().any(|i| p.file_name().unwrap() == *i))
-                    })
-                    .collect();
-                v.sort();
-                v
-            };
-            let show = |p: &Path, is_dir: bool| {
-                let s = ws.display_path(p);
-                if is_dir {
-                    format!("{s}/")
-                } else {
-                    s
-                }
-            };
-            let mut lines = Vec::new();
-            for (e, is_dir) in entries(dir) {
-                lines.push(show(&e, is_dir));
-                if is_dir {
-                    for (c, c_is_dir) in entries(&e) {
-                        lines.push(show(&c, c_is_dir));
-                    }
-                }
-            }
-            if lines.is_empty() {
-                "(empty)".into()
-            } else {
-                lines.join("\n")
-            }
-        }
         let parts: [&[u8]; 9] = [
             b"a",
             b"A",
@@ -1276,7 +1244,7 @@ pub(crate) mod tests {
                         .filter(|p| p.is_dir()),
                 );
                 for d in listed {
-                    let whole = one_by_one(&d, &ws);
+                    let whole = listing_by_paths(&d, &ws);
                     let (read, flat) = read_below(&d);
                     for max in [0, 1, 9, 40, 150, 100_000] {
                         let want = cut(&whole, max, Keep::Head).marked(0);
@@ -1286,7 +1254,7 @@ pub(crate) mod tests {
                             "{d:?} {max}"
                         );
                         for budget in [0, 5, read.saturating_sub(1), read] {
-                            let kept = list_levels(&d, &ws, max, budget);
+                            let kept = list_levels(&d, &ws, max, Some(budget));
                             let want = (budget >= read && flat).then(|| want.clone());
                             assert_eq!(kept, Ok(want), "{d:?} {max} {budget} of {read}");
                         }
@@ -1320,19 +1288,21 @@ pub(crate) mod tests {
         }
         let c = ctx(r);
         assert_eq!(
-            list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES),
+            list_levels(r, &c.workspace, usize::MAX, Some(INLINE_ENTRIES)),
             Ok(None)
         );
         let (status, text) = run(&LsTool, &c, json!({})).await;
         assert_eq!((status, text.lines().count()), (O, INLINE_ENTRIES + 1));
         std::fs::remove_file(r.join("f0000")).unwrap();
-        assert!(list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES)
-            .unwrap()
-            .is_some());
+        assert!(
+            list_levels(r, &c.workspace, usize::MAX, Some(INLINE_ENTRIES))
+                .unwrap()
+                .is_some()
+        );
         std::fs::create_dir(r.join("sub")).unwrap();
         std::fs::write(r.join("sub/g"), "").unwrap();
         assert_eq!(
-            list_levels(r, &c.workspace, usize::MAX, INLINE_ENTRIES),
+            list_levels(r, &c.workspace, usize::MAX, Some(INLINE_ENTRIES)),
             Ok(None)
         );
         let (status, text) = run(&LsTool, &c, json!({})).await;

@@ -740,9 +740,23 @@ mod tests {
         assert_eq!(kept, lineages[10..], "the oldest went first");
         // Not a history's own doing, but never trusted: fewer messages under a kept lineage.
         req.messages = Arc::new(vec![Message::User("c".into())]);
-        let bytes = request_bytes(&settings, &req, &cache);
-        let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
-        assert_eq!(bytes, expected);
+        assert_bytes_of_body(&settings, &req, &cache, "fewer messages");
+    }
+
+    /// What `request_bytes` writes from `cache` is what serializing the body writes.
+    fn assert_bytes_of_body(
+        settings: &HttpSettings,
+        req: &ChatRequest,
+        cache: &WireCache,
+        case: &str,
+    ) {
+        let bytes = request_bytes(settings, req, cache);
+        let expected = serde_json::to_vec(&body(settings, req)).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            String::from_utf8(expected).unwrap(),
+            "{case}"
+        );
     }
 
     #[test]
@@ -759,13 +773,7 @@ mod tests {
         for round in 0..2 {
             for tools in &lists {
                 req.tools = tools.clone();
-                let bytes = request_bytes(&settings, &req, &cache);
-                let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
-                assert_eq!(
-                    String::from_utf8(bytes).unwrap(),
-                    String::from_utf8(expected).unwrap(),
-                    "round {round}"
-                );
+                assert_bytes_of_body(&settings, &req, &cache, &format!("round {round}"));
             }
         }
         assert_eq!(cache.tools.entries.lock().unwrap().len(), 3);
@@ -790,14 +798,11 @@ mod tests {
                             req.output_schema =
                                 Some(Arc::new(OutputSchema::new("s", schema).unwrap()));
                         }
-                        let bytes = request_bytes(&settings, &req, &cache);
-                        let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
-                        assert_eq!(
-                            String::from_utf8(bytes).unwrap(),
-                            String::from_utf8(expected).unwrap(),
+                        let case = format!(
                             "round {round}, extra {extra}, tools {}, none {none}, schema {schema}",
                             tools.len()
                         );
+                        assert_bytes_of_body(&settings, &req, &cache, &case);
                     }
                 }
             }
@@ -820,13 +825,8 @@ mod tests {
                 req.system = system.clone();
                 for history in [vec![], vec![Message::User("hi".into())]] {
                     req.messages = Arc::new(history);
-                    let bytes = request_bytes(&settings, &req, &cache);
-                    let expected = serde_json::to_vec(&body(&settings, &req)).unwrap();
-                    assert_eq!(
-                        String::from_utf8(bytes).unwrap(),
-                        String::from_utf8(expected).unwrap(),
-                        "round {round}, {system:?}"
-                    );
+                    let case = format!("round {round}, {system:?}");
+                    assert_bytes_of_body(&settings, &req, &cache, &case);
                 }
             }
         }
