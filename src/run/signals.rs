@@ -15,6 +15,8 @@ use crate::outcome::{StopCause, EXIT_SIGINT};
 use crate::workspace::sandbox::Sandbox;
 use crate::workspace::Workspace;
 
+const NO_HANDLERS: &str = "cannot start the signal handlers; signals will end the run abruptly";
+
 /// Installs the handlers and returns once they are in place: a signal that comes right
 /// after (a consumer that signals as soon as it sees `run_started`) is handled.
 pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<dyn Sandbox>) {
@@ -28,9 +30,7 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<d
                 .enable_all()
                 .build();
             let Ok(runtime) = runtime else {
-                crate::logging::warn(
-                    "cannot start the signal handlers; signals will end the run abruptly",
-                );
+                crate::logging::warn(NO_HANDLERS);
                 let _ = ready.send(());
                 return;
             };
@@ -44,7 +44,7 @@ pub fn watch(control: Arc<RunControl>, workspace: Arc<Workspace>, sandbox: Arc<d
         // Microseconds, once per run: the thread only registers the handlers.
         let _ = installed.recv();
     } else {
-        crate::logging::warn("cannot start the signal handlers; signals will end the run abruptly");
+        crate::logging::warn(NO_HANDLERS);
     }
 }
 
