@@ -918,12 +918,12 @@ async fn reads_overlap_and_a_write_waits_for_what_came_before_it() {
     );
 }
 
-/// A recorded provider stream from the shared fixtures, assembled as the provider would.
+/// A recorded provider stream from tests/fixtures, assembled as the provider would.
 async fn recorded(provider: &str, file: &str) -> ModelResponse {
     use crate::model::providers::{anthropic::AnthropicAssembler, openai_chat::OpenAiAssembler};
     use crate::model::{http::assemble, test_support::chunked};
     let path = format!(
-        "{}/../shared/fixtures/providers/{provider}/{file}",
+        "{}/tests/fixtures/providers/{provider}/{file}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap();

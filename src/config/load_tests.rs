@@ -4,8 +4,7 @@ use std::path::Path;
 use super::*;
 use crate::config::{parse_set, ContextSize, Env, LoopDetectionConfig, SizeKind};
 
-const DEERFLOW_EXAMPLE: &str =
-    include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
+const DEERFLOW_EXAMPLE: &str = include_str!("../../tests/fixtures/deerflow/config.example.yaml");
 
 fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
     let path = dir.join(rel);

@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn the_deerflow_example_file_loads_as_it_is() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/fixtures/deerflow/extensions_config.example.json");
+            .join("tests/fixtures/deerflow/extensions_config.example.json");
         if !path.exists() {
             eprintln!("skipped: {} is not there", path.display());
             return;

@@ -353,7 +353,7 @@ fn set_can_pick_the_model_entry_fields() {
 /// The model entry of DeerFlow's example config that starts with `- name: NAME`,
 /// uncommented.
 fn deerflow_example_entry(name: &str) -> String {
-    let text = include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
+    let text = include_str!("../../tests/fixtures/deerflow/config.example.yaml");
     let start = format!("  # - name: {name}\n");
     let at = text.find(&start).expect("the example has the entry");
     text[at..]

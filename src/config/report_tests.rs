@@ -22,7 +22,7 @@ fn opts_for(text: &str) -> (tempfile::TempDir, LoadOptions) {
 
 #[test]
 fn deerflow_example_checks_clean() {
-    let text = include_str!("../../../shared/fixtures/deerflow/config.example.yaml");
+    let text = include_str!("../../tests/fixtures/deerflow/config.example.yaml");
     let (_d, opts) = opts_for(text);
     let r = check_with(&opts, &Env::empty());
     assert_eq!(r.problems, Vec::<String>::new());

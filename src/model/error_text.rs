@@ -203,7 +203,7 @@ mod tests {
     }
 
     const OVERFLOW: &str =
-        include_str!("../../../shared/fixtures/llama-server/error_context_overflow.txt");
+        include_str!("../../tests/fixtures/llama-server/error_context_overflow.txt");
 
     #[test]
     fn extracts_json_error_messages() {

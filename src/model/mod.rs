@@ -489,10 +489,10 @@ mod tests {
         }
     }
 
-    /// The llama.cpp 400 recorded in the shared fixtures, as the provider reads its body.
+    /// The llama.cpp 400 recorded in tests/fixtures, as the provider reads its body.
     const LLAMA: &str = include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/llama-server/error_context_overflow.txt"
+        "/tests/fixtures/llama-server/error_context_overflow.txt"
     ));
 
     #[test]

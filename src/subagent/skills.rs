@@ -127,7 +127,7 @@ mod tests {
     use super::*;
 
     fn fixtures() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/deerflow/skills")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deerflow/skills")
     }
 
     #[test]

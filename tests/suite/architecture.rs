@@ -223,3 +223,38 @@ fn the_checker_sees_a_cycle() {
     assert_eq!(layer("text"), Some(0));
     assert!(layer("cli") > layer("run"));
 }
+
+/// A bare clone must build and test with nothing beside it: no source, test, bench or
+/// manifest may name a path above the repository (the fixtures live in tests/fixtures/).
+#[test]
+fn nothing_reaches_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Built from pieces so that this file does not match itself.
+    let needles = [concat!("..", "/shared"), concat!("/shared", "/fixtures")];
+    let mut offenders = Vec::new();
+    let mut stack: Vec<PathBuf> = ["src", "tests", "benches", "fuzz", "Cargo.toml", "build.rs"]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            if p.file_name()
+                .is_some_and(|n| n == "target" || n == "fixtures")
+            {
+                continue;
+            }
+            for e in std::fs::read_dir(&p).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            if needles.iter().any(|n| text.contains(n)) {
+                offenders.push(p.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    offenders.sort();
+    assert!(
+        offenders.is_empty(),
+        "these files reach outside: {offenders:?}"
+    );
+}

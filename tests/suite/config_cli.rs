@@ -10,7 +10,7 @@ use super::harness::{cassette, deerflow, workspace, Output};
 
 const EXAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/deerflow/config.example.yaml"
+    "/tests/fixtures/deerflow/config.example.yaml"
 );
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

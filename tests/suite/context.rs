@@ -86,11 +86,11 @@ async fn a_trigger_compaction_sends_the_summary_with_the_next_request() {
     assert_eq!(done["usage"]["lead"]["total_tokens"], 2400 + 45);
 }
 
-/// The body of the llama.cpp 400 recorded in the shared fixtures.
+/// The body of the llama.cpp 400 recorded in tests/fixtures.
 fn llama_overflow_body() -> String {
     let raw = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/llama-server/error_context_overflow.txt"
+        "/tests/fixtures/llama-server/error_context_overflow.txt"
     ))
     .unwrap();
     raw.split("\r\n\r\n").nth(1).unwrap().to_string()

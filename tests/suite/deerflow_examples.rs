@@ -17,7 +17,7 @@ use crate::support::{MockServer, Reply};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/deerflow/config.example.yaml"
+    "/tests/fixtures/deerflow/config.example.yaml"
 );
 
 /// Model examples deerflow does not serve, with the reason: (name, why). Empty today: every

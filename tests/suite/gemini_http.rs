@@ -14,7 +14,7 @@ const STREAM_PATH: &str = "/v1beta/models/m1:streamGenerateContent?alt=sse";
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
-        "{}/../shared/fixtures/providers/gemini/{name}",
+        "{}/tests/fixtures/providers/gemini/{name}",
         env!("CARGO_MANIFEST_DIR")
     ))
     .unwrap()

@@ -359,7 +359,7 @@ async fn the_deerflow_extensions_example_loads_beside_the_config() {
     let cfg = config(ws.path(), "openai", &server.url(), ", max_retries: 0");
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/deerflow/extensions_config.example.json"
+        "/tests/fixtures/deerflow/extensions_config.example.json"
     );
     std::fs::copy(example, ws.path().join("extensions_config.json")).unwrap();
     let out = run(&cfg, ws.path(), "go").output().await;

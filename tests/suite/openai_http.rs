@@ -56,12 +56,12 @@ fn messages(req: &RecordedRequest) -> Vec<Value> {
     req.body["messages"].as_array().cloned().unwrap_or_default()
 }
 
-/// Reads a llama-server capture from the shared fixtures.
+/// Reads a llama-server capture from tests/fixtures.
 macro_rules! llama {
     ($name:literal) => {
         std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/llama-server/",
+            "/tests/fixtures/llama-server/",
             $name
         ))
         .expect("fixture")

@@ -7,10 +7,10 @@ use super::harness::workspace;
 use super::openai_http::{config, run};
 use crate::support::{MockServer, Reply};
 
-/// A recorded provider stream from the shared fixtures.
+/// A recorded provider stream from tests/fixtures.
 fn capture(name: &str) -> String {
     let path = format!(
-        "{}/../shared/fixtures/providers/{name}",
+        "{}/tests/fixtures/providers/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

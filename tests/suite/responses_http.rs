@@ -1,5 +1,5 @@
 //! The OpenAI Responses API (`use_responses_api: true`) end to end: the built binary
-//! against the mock's `/responses` SSE and the recorded streams in the shared fixtures,
+//! against the mock's `/responses` SSE and the recorded streams in tests/fixtures,
 //! checked through the `--json` event stream and the request bodies the mock received.
 
 use std::path::{Path, PathBuf};
@@ -23,10 +23,10 @@ fn config(dir: &Path, url: &str, model: &str, extra: &str) -> PathBuf {
     path
 }
 
-/// A recorded provider stream from the shared fixtures, cut into SSE events.
+/// A recorded provider stream from tests/fixtures, cut into SSE events.
 fn fixture(rel: &str) -> Vec<String> {
     let path = format!(
-        "{}/../shared/fixtures/providers/{rel}",
+        "{}/tests/fixtures/providers/{rel}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -580,7 +580,7 @@ async fn an_output_schema_goes_as_the_text_format() {
 async fn deerflows_example_entry_uses_the_responses_api() {
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/deerflow/config.example.yaml"
+        "/tests/fixtures/deerflow/config.example.yaml"
     ))
     .unwrap();
     let at = example.find("  # - name: gpt-5-responses\n").unwrap();

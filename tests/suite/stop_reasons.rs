@@ -194,7 +194,7 @@ async fn deerflow_s_safety_section_adds_a_gateway_s_finish_reasons() {
 #[tokio::test(flavor = "multi_thread")]
 async fn openrouter_s_error_chunk_after_a_length_stop_is_a_truncated_answer() {
     let path = format!(
-        "{}/../shared/fixtures/providers/openrouter/length_then_inline_error.sse",
+        "{}/tests/fixtures/providers/openrouter/length_then_inline_error.sse",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(path).unwrap();

@@ -61,10 +61,10 @@ async fn a_bad_thinking_value_is_a_usage_error() {
     assert!(out.stdout.is_empty());
 }
 
-/// A recorded provider stream from the shared fixtures, cut into SSE events.
+/// A recorded provider stream from tests/fixtures, cut into SSE events.
 fn fixture(rel: &str) -> Vec<String> {
     let path = format!(
-        "{}/../shared/fixtures/providers/{rel}",
+        "{}/tests/fixtures/providers/{rel}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -1,5 +1,5 @@
 //! Gemini's `streamGenerateContent?alt=sse`, shaped like the captures in
-//! /work/shared/fixtures/providers/gemini: CRLF line endings, `"key": value` spacing, one
+//! tests/fixtures/providers/gemini: CRLF line endings, `"key": value` spacing, one
 //! whole `GenerateContentResponse` per event, each function call in its own chunk, the
 //! cumulative `usageMetadata` on the last chunk with the `finishReason`, no end marker.
 

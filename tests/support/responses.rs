@@ -1,5 +1,5 @@
 //! The mock's OpenAI Responses API: scripted replies rendered as the `/responses` SSE
-//! stream (shaped like the captures in /work/shared/fixtures/providers/openai). Any
+//! stream (shaped like the captures in tests/fixtures/providers/openai). Any
 //! OpenAI reply (`Reply::text`, `Reply::tool_calls`, …) answering a request to a path
 //! ending in `/responses` is rendered this way; the builders here add what only this API
 //! has.

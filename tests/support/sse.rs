@@ -1,5 +1,5 @@
 //! Renders scripted replies into SSE chunks shaped like the real providers' streams
-//! (OpenAI chunks follow the llama-server captures in /work/shared/fixtures/llama-server).
+//! (OpenAI chunks follow the llama-server captures in tests/fixtures/llama-server).
 
 use serde_json::{json, Value};
 

@@ -11,25 +11,25 @@ use crate::model::{
     ModelResponse,
 };
 
-/// A llama-server capture from the shared fixtures.
+/// A llama-server capture from tests/fixtures.
 #[cfg(test)]
 macro_rules! fixture {
     ($name:literal) => {
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/llama-server/",
+            "/tests/fixtures/llama-server/",
             $name
         ))
     };
 }
 
-/// A recorded provider stream from the shared fixtures (see their README).
+/// A recorded provider stream from tests/fixtures (see their README).
 #[cfg(test)]
 macro_rules! capture {
     ($name:literal) => {
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/",
+            "/tests/fixtures/providers/",
             $name
         ))
     };

@@ -14,13 +14,13 @@ use crate::model::{
     ModelResponse,
 };
 
-/// A recorded provider stream from the shared fixtures (see their README).
+/// A recorded provider stream from tests/fixtures (see their README).
 #[cfg(test)]
 macro_rules! capture {
     ($name:literal) => {
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/",
+            "/tests/fixtures/providers/",
             $name
         ))
     };

@@ -435,7 +435,7 @@ mod tests {
             ($name:literal) => {
                 include_str!(concat!(
                     env!("CARGO_MANIFEST_DIR"),
-                    "/../shared/fixtures/llama-server/",
+                    "/tests/fixtures/llama-server/",
                     $name
                 ))
             };
@@ -565,7 +565,7 @@ mod tests {
     async fn an_error_chunk_after_the_finish_reason_keeps_the_answer() {
         let text = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/openrouter/length_then_inline_error.sse"
+            "/tests/fixtures/providers/openrouter/length_then_inline_error.sse"
         ));
         let r = parse(text).await.unwrap();
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
@@ -594,7 +594,7 @@ mod tests {
     async fn a_length_stop_with_only_hidden_reasoning() {
         let text = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/openai/chat_length_all_reasoning.sse"
+            "/tests/fixtures/providers/openai/chat_length_all_reasoning.sse"
         ));
         let r = parse(text).await.unwrap();
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
@@ -611,7 +611,7 @@ mod tests {
     async fn a_vllm_length_stop_keeps_its_text() {
         let text = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/vllm/chat_length.sse"
+            "/tests/fixtures/providers/vllm/chat_length.sse"
         ));
         let r = parse(text).await.unwrap();
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
@@ -625,7 +625,7 @@ mod tests {
     async fn azure_filter_results_are_no_safety_stop() {
         let text = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers/azure-openai/chat_tool_call_filter_results.sse"
+            "/tests/fixtures/providers/azure-openai/chat_tool_call_filter_results.sse"
         ));
         let r = parse(text).await.unwrap();
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
