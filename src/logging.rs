@@ -1,20 +1,21 @@
-//! Logs: one line each on stderr, prefixed with the run's trace id. `DEERFLOW_LOG` or
-//! `RUST_LOG` (error, warn, info, debug, trace) set the level; warn by default.
+//! Logs: `tracing` events, written one line each on stderr, prefixed with the run's trace id
+//! (`[trace=1a2b3c4d] DEBUG model request provider=openai …`, contract §1).
+//!
+//! `DEERFLOW_LOG` (or, when it is unset, `RUST_LOG`) sets the level with `EnvFilter`'s
+//! syntax. A bare level (`debug`) is deerflow's own level; other crates stay silent unless a
+//! directive names them (`rmcp=debug`), so a verbose deerflow log never shows what a
+//! library would print about connections and headers. Warn by default.
 
+use std::fmt::Write as _;
 use std::io::Write;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    Error = 1,
-    Warn = 2,
-    Info = 3,
-    Debug = 4,
-    Trace = 5,
-}
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::EnvFilter;
 
-static LEVEL: AtomicU8 = AtomicU8::new(Level::Warn as u8);
 static TRACE: OnceLock<String> = OnceLock::new();
 
 /// Writes one log line (without its newline) instead of stderr; see `set_line_writer`.
@@ -29,64 +30,149 @@ pub fn set_line_writer(w: Option<LineWriter>) {
     }
 }
 
-/// Reads the level from the environment and fixes the trace id for this process.
+/// Reads the level from the environment, fixes the trace id for this process and installs
+/// the subscriber. A second call changes nothing.
 pub fn init(trace_id: &str) {
-    let _ = TRACE.set(trace_id.to_string());
-    let raw = std::env::var("DEERFLOW_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_default();
-    if let Some(l) = parse_level(&raw) {
-        LEVEL.store(l as u8, Ordering::Relaxed);
-    }
-}
-
-fn parse_level(raw: &str) -> Option<Level> {
-    // RUST_LOG may be `crate=level,...`; the most verbose plain or deerflow level counts.
-    raw.split(',')
-        .filter_map(|part| {
-            let lvl = match part.split_once('=') {
-                Some((target, l)) if target.trim() == "deerflow" => l,
-                Some(_) => return None,
-                None => part,
-            };
-            match lvl.trim().to_ascii_lowercase().as_str() {
-                "error" => Some(Level::Error),
-                "warn" | "warning" => Some(Level::Warn),
-                "info" => Some(Level::Info),
-                "debug" => Some(Level::Debug),
-                "trace" => Some(Level::Trace),
-                _ => None,
-            }
-        })
-        .max()
-}
-
-pub fn enabled(level: Level) -> bool {
-    level as u8 <= LEVEL.load(Ordering::Relaxed)
-}
-
-pub fn log(level: Level, msg: &str) {
-    if !enabled(level) {
+    if TRACE.set(trace_id.to_string()).is_err() {
         return;
     }
-    let name = match level {
-        Level::Error => "ERROR",
-        Level::Warn => "WARN",
-        Level::Info => "INFO",
-        Level::Debug => "DEBUG",
-        Level::Trace => "TRACE",
-    };
-    let msg = crate::text::escape_controls(msg);
-    let line = match TRACE.get() {
-        Some(t) => format!("[trace={t}] {name} {msg}"),
-        None => format!("{name} {msg}"),
-    };
+    let (directives, bad) = directives(&level_setting());
+    let filter = EnvFilter::builder()
+        .parse(&directives)
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT));
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(LineLayer)
+        .try_init();
+    if installed.is_ok() && !bad.is_empty() {
+        warn(&format!(
+            "ignoring log directive(s) {} (DEERFLOW_LOG / RUST_LOG take a level: error, warn, info, debug, trace, or target=level)",
+            bad.join(", ")
+        ));
+    }
+}
+
+/// Other crates off, deerflow at warn.
+const DEFAULT: &str = "off,deerflow=warn";
+
+fn level_setting() -> String {
+    match std::env::var("DEERFLOW_LOG") {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => std::env::var("RUST_LOG").unwrap_or_default(),
+    }
+}
+
+/// `raw` as EnvFilter directives after the default, with each bare level made deerflow's,
+/// and the parts EnvFilter would refuse set aside (one bad part must not silence the rest).
+fn directives(raw: &str) -> (String, Vec<String>) {
+    let mut out = DEFAULT.to_string();
+    let mut bad = Vec::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let directive = if is_level(part) {
+            format!("deerflow={part}")
+        } else {
+            part.to_string()
+        };
+        if directive
+            .parse::<tracing_subscriber::filter::Directive>()
+            .is_ok()
+        {
+            out.push(',');
+            out.push_str(&directive);
+        } else {
+            bad.push(crate::text::escape_controls(part).into_owned());
+        }
+    }
+    (out, bad)
+}
+
+fn is_level(s: &str) -> bool {
+    matches!(
+        s.to_ascii_lowercase().as_str(),
+        "off" | "error" | "warn" | "info" | "debug" | "trace"
+    )
+}
+
+/// Formats each event as one line: level, message, then its fields as `key=value`.
+struct LineLayer;
+
+impl<S: Subscriber> Layer<S> for LineLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let meta = event.metadata();
+        let target = meta.target();
+        // A library's line says whose it is; deerflow's own need no module path.
+        let from = (target != "deerflow" && !target.starts_with("deerflow::")).then_some(target);
+        emit(&line(*meta.level(), from, &fields.message, &fields.rest));
+    }
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    rest: String,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record(field, value);
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.record(field, &format!("{value:?}"));
+    }
+}
+
+impl Fields {
+    fn record(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message.push_str(value);
+            return;
+        }
+        let value = crate::text::escape_controls(value);
+        if value.is_empty() || value.contains([' ', '"', '=']) {
+            let _ = write!(
+                self.rest,
+                " {}=\"{}\"",
+                field.name(),
+                value.replace('"', "\\\"")
+            );
+        } else {
+            let _ = write!(self.rest, " {}={value}", field.name());
+        }
+    }
+}
+
+fn line(level: tracing::Level, from: Option<&str>, message: &str, rest: &str) -> String {
+    let mut line = String::with_capacity(message.len() + rest.len() + 32);
+    if let Some(t) = TRACE.get() {
+        let _ = write!(line, "[trace={t}] ");
+    }
+    line.push_str(level.as_str());
+    line.push(' ');
+    if let Some(from) = from {
+        line.push_str(from);
+        line.push_str(": ");
+    }
+    line.push_str(&crate::text::escape_controls(message));
+    line.push_str(rest);
+    line
+}
+
+fn emit(line: &str) {
     // Cloned out so the lock is not held while writing.
     let writer = WRITER.read().ok().and_then(|w| w.clone());
     match writer {
-        Some(w) => w(&line),
-        None => stderr_line(&line),
+        Some(w) => w(line),
+        None => stderr_line(line),
     }
+}
+
+/// An error line written whatever the filter says and whether or not `init` ran: the panic
+/// hook's report must never be lost.
+pub fn error(msg: &str) {
+    emit(&line(tracing::Level::ERROR, None, msg, ""));
 }
 
 /// Writes one line to stderr. A closed or full stderr is ignored: it must never change an
@@ -99,15 +185,15 @@ pub fn stderr_line(line: &str) {
 }
 
 pub fn warn(msg: &str) {
-    log(Level::Warn, msg);
+    tracing::warn!(target: "deerflow", "{msg}");
 }
 
 pub fn info(msg: &str) {
-    log(Level::Info, msg);
+    tracing::info!(target: "deerflow", "{msg}");
 }
 
 pub fn debug(msg: &str) {
-    log(Level::Debug, msg);
+    tracing::debug!(target: "deerflow", "{msg}");
 }
 
 #[cfg(test)]
@@ -115,10 +201,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn levels_parse_like_rust_log() {
-        assert_eq!(parse_level("debug"), Some(Level::Debug));
-        assert_eq!(parse_level("hyper=trace,deerflow=info"), Some(Level::Info));
-        assert_eq!(parse_level("hyper=trace"), None);
-        assert_eq!(parse_level(""), None);
+    fn bare_levels_are_deerflows_and_targets_pass_through() {
+        assert_eq!(directives("").0, DEFAULT);
+        assert_eq!(directives("debug").0, "off,deerflow=warn,deerflow=debug");
+        assert_eq!(
+            directives("hyper=trace,deerflow=info").0,
+            "off,deerflow=warn,hyper=trace,deerflow=info"
+        );
+        let (d, bad) = directives("debug,=[,\u{1b}x=y=z");
+        assert_eq!(d, "off,deerflow=warn,deerflow=debug");
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(!bad.concat().contains('\u{1b}'));
+    }
+
+    #[test]
+    fn a_line_carries_the_level_message_and_fields() {
+        let l = line(
+            tracing::Level::DEBUG,
+            None,
+            "model request\r",
+            " provider=openai",
+        );
+        assert!(l.ends_with("DEBUG model request\\r provider=openai"), "{l}");
+        let l = line(tracing::Level::WARN, Some("rmcp::service"), "closed", "");
+        assert!(l.ends_with("WARN rmcp::service: closed"), "{l}");
     }
 }

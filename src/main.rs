@@ -5,10 +5,7 @@ fn main() {
     // panic into `run_completed{status:"failed"}` and exit 1.
     std::panic::set_hook(Box::new(|info| {
         let msg = info.to_string().replace('\n', " ");
-        deerflow::logging::log(
-            deerflow::logging::Level::Error,
-            &format!("internal error: {msg}"),
-        );
+        deerflow::logging::error(&format!("internal error: {msg}"));
     }));
     // One thread runs every agent: a run's async work is waiting on model servers and tool
     // threads, and a second worker cost more in wake-ups between the two (~15 % of the CPU

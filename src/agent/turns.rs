@@ -431,10 +431,21 @@ async fn call_model(
     let events = agent.events.clone();
     let mut ctx = CallContext::new(agent.tool_ctx.cancel.clone());
     ctx.on_retry = std::sync::Arc::new(move |n: RetryNotice| events.emit(retry_warning(&n)));
-    tokio::select! {
+    let start = Instant::now();
+    let result = tokio::select! {
         r = model.complete(req, &ctx) => r,
         _ = agent.tool_ctx.cancel.cancelled() => Err(ModelError::Cancelled),
-    }
+    };
+    tracing::debug!(
+        agent = %agent.id,
+        model = %agent.model_name,
+        messages = req.messages.len(),
+        tools = req.tools.len(),
+        ms = start.elapsed().as_millis() as u64,
+        ok = result.is_ok(),
+        "model call"
+    );
+    result
 }
 
 /// What the context policy may do as this agent.
@@ -549,7 +560,16 @@ async fn run_tools(
                 async move {
                     let start = Instant::now();
                     let out = fut.await;
-                    agent.observer.tool_result(call, &out, start.elapsed());
+                    let took = start.elapsed();
+                    tracing::debug!(
+                        agent = %agent.id,
+                        tool = %call.name,
+                        call_id = %call.id,
+                        status = out.status.as_str(),
+                        ms = took.as_millis() as u64,
+                        "tool call"
+                    );
+                    agent.observer.tool_result(call, &out, took);
                     (call, out)
                 }
             })

@@ -94,7 +94,7 @@ the model, when \-\-model is not given
 keys and endpoints for \-\-model openai:NAME and anthropic:NAME
 .TP
 \fBDEERFLOW_LOG\fR, \fBRUST_LOG\fR
-log level on stderr (error, warn, info, debug, trace)
+log level on stderr (error, warn, info, debug, trace, or target=level directives); DEERFLOW_LOG wins
 .TP
 \fBNO_COLOR\fR
 no colour on stderr

@@ -260,9 +260,13 @@ impl StreamCall<'_> {
         let request = self.prepare();
         let key = self.settings.api_key.as_deref();
         with_retries(&policy, ctx, || async {
-            self.attempt::<A>(&request)
+            let started = std::time::Instant::now();
+            let result = self
+                .attempt::<A>(&request)
                 .await
-                .map_err(|e| redact(e, key))
+                .map_err(|e| redact(e, key));
+            self.log_attempt(&request, started.elapsed(), &result);
+            result
         })
         .await
     }
@@ -306,6 +310,40 @@ impl StreamCall<'_> {
                     message: format!("no complete response within {} s", fmt_secs(limit)),
                 })
             })
+    }
+
+    /// One debug line per attempt: who was asked, how much was sent, how it ended. The
+    /// URL is logged without credentials, the error redacted; headers (the key) never are.
+    fn log_attempt(
+        &self,
+        request: &Result<reqwest::Request, ModelError>,
+        took: Duration,
+        result: &Result<ModelResponse, ModelError>,
+    ) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let bytes = request
+            .as_ref()
+            .ok()
+            .and_then(|r| r.body())
+            .and_then(|b| b.as_bytes())
+            .map_or(0, <[u8]>::len);
+        let (status, outcome) = match result {
+            Ok(_) => ("200".to_string(), "ok".to_string()),
+            Err(ModelError::Http { status, .. }) => (status.to_string(), "http error".into()),
+            Err(e) => ("-".to_string(), e.to_string()),
+        };
+        tracing::debug!(
+            provider = self.provider,
+            model = %self.settings.model,
+            url = %crate::text::without_url_credentials(&self.url),
+            bytes,
+            status = %status,
+            ms = took.as_millis() as u64,
+            outcome = %outcome,
+            "model request"
+        );
     }
 
     /// Sends the request and returns the response once its status is a success.

@@ -84,10 +84,22 @@ where
             Err(err) => err,
         };
         if !err.is_retryable() || retry >= policy.max_retries {
+            let why = if err.is_retryable() {
+                "retries exhausted"
+            } else {
+                "not retryable"
+            };
+            tracing::debug!(retries = retry, decision = why, "model attempt failed");
             return Err(err);
         }
         retry += 1;
         let delay = policy.delay(retry, &err, fastrand::f64());
+        tracing::debug!(
+            retry,
+            delay_ms = delay.as_millis() as u64,
+            decision = "retry",
+            "model attempt failed"
+        );
         (ctx.on_retry)(notice(retry, delay, &err));
         tokio::select! {
             biased;

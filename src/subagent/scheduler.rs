@@ -176,6 +176,7 @@ impl Scheduler {
         if s.running < self.max_concurrent {
             s.running += 1;
             rec.start(&self.events);
+            tracing::debug!(task_id = rec.id(), running = s.running, "task admitted");
             return Admission::Now;
         }
         self.watch_stop();
@@ -186,6 +187,7 @@ impl Scheduler {
             s.waiting.push_back(rec.clone());
         }
         let position = s.waiting.len() as u32;
+        tracing::debug!(task_id = rec.id(), position, "task queued");
         self.events.emit(Event::TaskQueued {
             task_id: rec.id().to_string(),
             description: rec.description().to_string(),
@@ -235,6 +237,11 @@ impl Scheduler {
             }
             rec.answer_slot(true);
             s.running += 1;
+            tracing::debug!(
+                task_id = rec.id(),
+                running = s.running,
+                "task admitted from the queue"
+            );
         }
     }
 

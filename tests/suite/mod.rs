@@ -12,6 +12,7 @@ mod generated_docs;
 mod guards;
 mod hardening;
 mod harness;
+mod logs;
 mod mcp;
 mod mock_selftest;
 mod openai_http;
