@@ -35,6 +35,16 @@ pub async fn list(config_path: Option<PathBuf>, mcp_configs: Vec<PathBuf>, as_js
     let mut registry = ToolRegistry::builtin(true);
     let (running, outcomes) = start_all(&loaded.mcp, &ctx, &mut registry).await;
     running.stop(StopTimes::NORMAL).await;
+    for o in &outcomes {
+        if let Outcome::Started {
+            server, renamed, ..
+        } = o
+        {
+            if let Some(w) = crate::mcp::renamed_warning(server, renamed) {
+                super::warning(&w);
+            }
+        }
+    }
     let all_up = outcomes
         .iter()
         .all(|o| matches!(o, Outcome::Started { .. }));
@@ -59,6 +69,7 @@ fn to_json(o: &Outcome, registry: &ToolRegistry) -> Value {
             transport,
             tools,
             duration_ms,
+            ..
         } => {
             let tools: Vec<Value> = tools
                 .iter()
@@ -78,7 +89,11 @@ fn to_json(o: &Outcome, registry: &ToolRegistry) -> Value {
     }
 }
 
+/// The listing for a terminal: everything a server or the config says is shown on its line
+/// with control characters escaped (contract §12), so a tool description cannot set the
+/// clipboard (OSC 52), retitle or clear the terminal.
 fn text(outcomes: &[Outcome], registry: &ToolRegistry) -> String {
+    use crate::text::escape_controls as esc;
     let mut out = String::new();
     for o in outcomes {
         match o {
@@ -88,18 +103,26 @@ fn text(outcomes: &[Outcome], registry: &ToolRegistry) -> String {
                 tools,
                 ..
             } => {
-                out.push_str(&format!("{server} ({transport}): {} tools\n", tools.len()));
+                out.push_str(&format!(
+                    "{} ({transport}): {} tools\n",
+                    esc(server),
+                    tools.len()
+                ));
                 for name in tools {
                     let desc = registry
                         .get(name)
                         .map(|t| t.spec().description)
                         .unwrap_or_default();
-                    let desc = desc.lines().next().unwrap_or_default().to_string();
-                    out.push_str(&format!("  {name}  {desc}\n"));
+                    let desc = desc.lines().next().unwrap_or_default();
+                    out.push_str(&format!("  {}  {}\n", esc(name), esc(desc)));
                 }
             }
             Outcome::Failed { server, error, .. } => {
-                out.push_str(&format!("{server}: failed to start: {error}\n"));
+                out.push_str(&format!(
+                    "{}: failed to start: {}\n",
+                    esc(server),
+                    esc(error)
+                ));
             }
         }
     }

@@ -12,7 +12,7 @@ use super::error::ConfigError;
 use super::ignored::strip_ignored;
 use super::keypath::{KeyPath, Problem};
 use super::locate::line_of;
-use super::mcp::{extensions_file, read_mcp_file, resolve_mcp, McpServer};
+use super::mcp::{extensions_file, read_mcp_file, resolve_mcp, McpFileKind, McpServer};
 use super::providers::Providers;
 use super::schema::Config;
 use super::set::{apply_set, SetOverride};
@@ -123,10 +123,15 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     validate(&mut config, &mut problems, &mut warnings);
     let mut mcp_problems = Vec::new();
     let mcp_files = extensions_file(&base_dir, &opts.cwd, env)
+        .map(|p| (p, McpFileKind::Extensions))
         .into_iter()
-        .chain(opts.mcp_configs.iter().map(|p| opts.cwd.join(p)));
-    for path in mcp_files {
-        match read_mcp_file(&path) {
+        .chain(
+            opts.mcp_configs
+                .iter()
+                .map(|p| (opts.cwd.join(p), McpFileKind::McpConfig)),
+        );
+    for (path, kind) in mcp_files {
+        match read_mcp_file(&path, kind) {
             Ok(file) => {
                 ignored.extend(file.ignored);
                 config.mcp_servers.extend(file.servers);

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::decode::decode_as;
-use super::env::{expand, var_name, Env};
+use super::dollar::{claude_names, expand_claude, expand_strict, DollarError};
+use super::env::{var_name, Env};
 use super::ignored::strip_ignored;
 use super::keypath::KeyPath;
-use super::schema::McpServerEntry;
+use super::schema::{McpOrigin, McpServerEntry};
 
 /// The file DeerFlow keeps its MCP servers in, beside its `config.yaml`.
 pub const EXTENSIONS_FILE: &str = "extensions_config.json";
@@ -90,18 +91,29 @@ fn resolve_one(
     env: &Env,
     secrets: &mut Vec<String>,
 ) -> Result<McpServer, Vec<String>> {
-    let at = KeyPath::root().key("mcp_servers").key(name);
+    let at = label(name, &e.origin);
+    let claude = matches!(e.origin, McpOrigin::McpConfig(_));
     let mut problems = Vec::new();
-    let mut get = |raw: &str, key: &KeyPath, secret: bool| -> String {
+    let mut get = |raw: &str, key: String, secret: bool| -> String {
         if secret {
-            if let Some(v) = var_name(raw) {
-                secrets.push(v.to_string());
+            if claude {
+                secrets.extend(claude_names(raw));
+            } else {
+                secrets.extend(var_name(raw).map(String::from));
             }
         }
-        expand(raw, env).unwrap_or_else(|var| {
-            problems.push(format!(
-                "{key}: ${var} is not set (set it, or disable the server with enabled: false)"
-            ));
+        let expanded = if claude {
+            expand_claude(raw, env)
+        } else {
+            expand_strict(raw, env)
+        };
+        expanded.unwrap_or_else(|err| {
+            problems.push(match err {
+                DollarError::Unset(var) => format!(
+                    "{key}: ${var} is not set (set it, or disable the server with enabled: false)"
+                ),
+                DollarError::Malformed(why) => format!("{key}: {why}"),
+            });
             String::new()
         })
     };
@@ -133,19 +145,19 @@ fn resolve_one(
             )]);
         };
         McpTransport::Stdio {
-            command: get(command, &at.key("command"), false),
+            command: get(command, format!("{at}.command"), false),
             args: e
                 .args
                 .iter()
                 .enumerate()
-                .map(|(i, a)| get(a, &at.key("args").index(i), false))
+                .map(|(i, a)| get(a, format!("{at}.args[{i}]"), false))
                 .collect(),
             env: e
                 .env
                 .iter()
-                .map(|(k, v)| (k.clone(), get(v, &at.key("env").key(k), true)))
+                .map(|(k, v)| (k.clone(), get(v, format!("{at}.env.{k}"), true)))
                 .collect(),
-            cwd: e.cwd.as_deref().map(|c| get(c, &at.key("cwd"), false)),
+            cwd: e.cwd.as_deref().map(|c| get(c, format!("{at}.cwd"), false)),
         }
     } else {
         let Some(url) = &e.url else {
@@ -154,11 +166,11 @@ fn resolve_one(
             )]);
         };
         McpTransport::Http {
-            url: get(url, &at.key("url"), false),
+            url: get(url, format!("{at}.url"), false),
             headers: e
                 .headers
                 .iter()
-                .map(|(k, v)| (k.clone(), get(v, &at.key("headers").key(k), true)))
+                .map(|(k, v)| (k.clone(), get(v, format!("{at}.headers.{k}"), true)))
                 .collect(),
         }
     };
@@ -168,8 +180,7 @@ fn resolve_one(
     ] {
         if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
             problems.push(format!(
-                "{}: expected a positive number of seconds up to a year, found {v}",
-                at.key(key)
+                "{at}.{key}: expected a positive number of seconds up to a year, found {v}"
             ));
         }
     }
@@ -188,6 +199,16 @@ fn resolve_one(
     })
 }
 
+/// How messages name an entry: its key path in the config, or its file and path there.
+fn label(name: &str, origin: &McpOrigin) -> String {
+    match origin {
+        McpOrigin::Config => format!("mcp_servers.{name}"),
+        McpOrigin::Extensions(p) | McpOrigin::McpConfig(p) => {
+            format!("{}: mcpServers.{name}", p.display())
+        }
+    }
+}
+
 /// A year: longer waits are typos, and `Duration::from_secs_f64` must not overflow.
 const MAX_SECONDS: f64 = 31_536_000.0;
 
@@ -199,8 +220,16 @@ pub struct McpFile {
     pub ignored: Vec<String>,
 }
 
+/// Which rules a file's entries follow: DeerFlow's `extensions_config.json`, or a
+/// `--mcp-config` file (Claude Code's `.mcp.json`, whose `${VAR}`s are expanded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpFileKind {
+    Extensions,
+    McpConfig,
+}
+
 /// Reads a JSON (or YAML) file holding an `mcpServers` object. `Err` is one problem line.
-pub fn read_mcp_file(path: &Path) -> Result<McpFile, Vec<String>> {
+pub fn read_mcp_file(path: &Path, kind: McpFileKind) -> Result<McpFile, Vec<String>> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("cannot read MCP config {shown}: {e}")])?;
@@ -238,6 +267,13 @@ pub fn read_mcp_file(path: &Path) -> Result<McpFile, Vec<String>> {
     if let Some(v) = wrapped.get("mcp_servers") {
         file.servers = decode_as(v.clone(), &KeyPath::root().key("mcpServers"), &mut problems)
             .unwrap_or_default();
+    }
+    let origin = match kind {
+        McpFileKind::Extensions => McpOrigin::Extensions(path.to_path_buf()),
+        McpFileKind::McpConfig => McpOrigin::McpConfig(path.to_path_buf()),
+    };
+    for e in file.servers.values_mut() {
+        e.origin = origin.clone();
     }
     if problems.is_empty() {
         Ok(file)
@@ -332,6 +368,53 @@ mod tests {
         assert!(p[0].contains("tool_call_timeout"), "{p:?}");
     }
 
+    fn with_origin(yaml: &str, origin: McpOrigin) -> BTreeMap<String, McpServerEntry> {
+        let mut s = servers(&[("s", yaml)]);
+        for e in s.values_mut() {
+            e.origin = origin.clone();
+        }
+        s
+    }
+
+    /// Every field, under both rules: `${…}` and half-written `$` are errors naming the key
+    /// in DeerFlow's formats; a `--mcp-config` file expands `${VAR}` and `${VAR:-d}`.
+    #[test]
+    fn each_dollar_form_in_each_field_follows_its_source_s_rule() {
+        let env = Env::from_pairs([("T", "t0k"), ("H", "h")]);
+        let file = McpOrigin::McpConfig(PathBuf::from("/x/.mcp.json"));
+        let fields = [
+            ("command", "{command: 'VAL'}"),
+            ("args[0]", "{command: c, args: ['VAL']}"),
+            ("env.K", "{command: c, env: {K: 'VAL'}}"),
+            ("cwd", "{command: c, cwd: 'VAL'}"),
+            ("url", "{url: 'VAL'}"),
+            ("headers.K", "{url: 'http://h', headers: {K: 'VAL'}}"),
+        ];
+        for (key, yaml) in fields {
+            for bad in ["${T}", "$T-x", "$", "Bearer ${T}"] {
+                let e = with_origin(&yaml.replace("VAL", bad), McpOrigin::Config);
+                let p = resolve_mcp(&e, &env).unwrap_err();
+                assert!(p[0].starts_with(&format!("mcp_servers.s.{key}: ")), "{p:?}");
+            }
+            for bad in ["$T-x", "$", "${T", "${NOPE}"] {
+                let e = with_origin(&yaml.replace("VAL", bad), file.clone());
+                let p = resolve_mcp(&e, &env).unwrap_err();
+                let at = format!("/x/.mcp.json: mcpServers.s.{key}: ");
+                assert!(p[0].starts_with(&at), "{bad}: {p:?}");
+            }
+            let e = with_origin(&yaml.replace("VAL", "a ${T}/${N:-d}/$H"), file.clone());
+            let (r, secrets) = resolve_mcp(&e, &env).unwrap();
+            let shown = format!("{:?}", r[0].transport);
+            assert!(shown.contains("\"a t0k/d/$H\""), "{key}: {shown}");
+            if key.contains('.') {
+                assert_eq!(secrets, ["T", "N"], "{key}");
+            }
+            let e = with_origin(&yaml.replace("VAL", "$T"), McpOrigin::Config);
+            let shown = format!("{:?}", resolve_mcp(&e, &env).unwrap().0[0].transport);
+            assert!(shown.contains("\"t0k\""), "{key}: {shown}");
+        }
+    }
+
     #[test]
     fn the_deerflow_example_file_loads_as_it_is() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -340,7 +423,7 @@ mod tests {
             eprintln!("skipped: {} is not there", path.display());
             return;
         }
-        let f = read_mcp_file(&path).unwrap();
+        let f = read_mcp_file(&path, McpFileKind::Extensions).unwrap();
         assert_eq!(
             f.servers.keys().collect::<Vec<_>>(),
             ["github", "long-running-reports", "openviking", "postgres"]
@@ -374,14 +457,17 @@ mod tests {
             r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "srv"], "env": {}}, "web": {"type": "http", "url": "https://x/mcp"}}}"#,
         )
         .unwrap();
-        let f = read_mcp_file(&p).unwrap();
+        let f = read_mcp_file(&p, McpFileKind::McpConfig).unwrap();
         assert!(f.ignored.is_empty());
         assert_eq!(f.servers["web"].type_.as_deref(), Some("http"));
         std::fs::write(&p, r#"{"mcpServers": {"fs": {"args": "x"}}}"#).unwrap();
-        let e = read_mcp_file(&p).unwrap_err();
+        let e = read_mcp_file(&p, McpFileKind::McpConfig).unwrap_err();
         assert!(e[0].contains("mcpServers.fs.args"), "{e:?}");
         std::fs::write(&p, "{").unwrap();
-        assert!(read_mcp_file(&p).unwrap_err()[0].contains("invalid JSON"));
-        assert!(read_mcp_file(&dir.path().join("nope")).unwrap_err()[0].contains("cannot read"));
+        assert!(read_mcp_file(&p, McpFileKind::McpConfig).unwrap_err()[0].contains("invalid JSON"));
+        assert!(
+            read_mcp_file(&dir.path().join("nope"), McpFileKind::McpConfig).unwrap_err()[0]
+                .contains("cannot read")
+        );
     }
 }

@@ -14,6 +14,7 @@
 
 mod decode;
 mod deerflow;
+mod dollar;
 mod env;
 mod error;
 mod ignored;

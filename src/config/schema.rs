@@ -588,6 +588,22 @@ pub struct McpServerEntry {
     /// DeerFlow's note on the server; shown, not used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Where the entry was read (not a key): it decides the `$` rule and how messages name
+    /// the entry's keys.
+    #[serde(skip)]
+    pub origin: McpOrigin,
+}
+
+/// The source of an MCP server entry (contract §9).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum McpOrigin {
+    /// `mcp_servers:` in the config (§2's `$NAME` rule).
+    #[default]
+    Config,
+    /// DeerFlow's `extensions_config.json` (§2's `$NAME` rule, as DeerFlow reads it).
+    Extensions(PathBuf),
+    /// A `--mcp-config` file: Claude Code's `.mcp.json`, so its `${VAR}` rule too.
+    McpConfig(PathBuf),
 }
 
 impl Default for McpServerEntry {
@@ -608,6 +624,7 @@ impl Default for McpServerEntry {
             enabled_tools: None,
             disabled_tools: Vec::new(),
             description: None,
+            origin: McpOrigin::Config,
         }
     }
 }

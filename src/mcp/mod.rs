@@ -3,10 +3,12 @@
 //! the run's `ToolRegistry` before any agent is wired → stop at the end of the run.
 
 mod child;
+mod names;
+mod result;
 mod session;
 mod tool;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,6 +28,9 @@ pub enum Outcome {
         /// Its tools as offered to the model.
         tools: Vec<String>,
         duration_ms: u64,
+        /// The tools whose names providers would reject: (the name as the server and the
+        /// prefix make it, the name offered instead).
+        renamed: Vec<(String, String)>,
     },
     Failed {
         server: String,
@@ -47,7 +52,8 @@ impl Running {
     }
 }
 
-/// The name a server tool is offered under.
+/// The name a server tool would be offered under, before [`names::offer`] makes it one
+/// providers accept.
 pub fn offered_name(server: &McpServer, tool: &str) -> String {
     if server.tool_name_prefix {
         format!("{}_{tool}", server.name)
@@ -56,33 +62,76 @@ pub fn offered_name(server: &McpServer, tool: &str) -> String {
     }
 }
 
-/// Whether `enabled_tools`/`disabled_tools` let the server's tool through.
-fn wanted(server: &McpServer, tool: &str) -> bool {
-    server
-        .enabled_tools
-        .as_ref()
-        .is_none_or(|allow| allow.iter().any(|t| t == tool))
-        && !server.disabled_tools.iter().any(|t| t == tool)
+/// `enabled_tools`/`disabled_tools` as sets: a server may list thousands of tools.
+struct Filter<'a> {
+    allow: Option<HashSet<&'a str>>,
+    deny: HashSet<&'a str>,
 }
 
-/// A started server's tools, filtered and named as offered.
+impl<'a> Filter<'a> {
+    fn new(server: &'a McpServer) -> Self {
+        Self {
+            allow: server
+                .enabled_tools
+                .as_ref()
+                .map(|a| a.iter().map(String::as_str).collect()),
+            deny: server.disabled_tools.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// Whether the lists let the server's tool (by its own name) through.
+    fn wanted(&self, tool: &str) -> bool {
+        self.allow.as_ref().is_none_or(|a| a.contains(tool)) && !self.deny.contains(tool)
+    }
+}
+
+/// A started server's tools, filtered and named as offered (names `taken` elsewhere are
+/// not given to a rewritten name), and the renames.
 pub fn offered_tools(
     server: &McpServer,
     session: &Arc<Session>,
     tools: &[rmcp::model::Tool],
-) -> Vec<McpTool> {
-    tools
+    taken: impl Fn(&str) -> bool,
+) -> (Vec<McpTool>, Vec<(String, String)>) {
+    let filter = Filter::new(server);
+    let kept: Vec<&rmcp::model::Tool> = tools.iter().filter(|t| filter.wanted(&t.name)).collect();
+    let wanted: Vec<String> = kept.iter().map(|t| offered_name(server, &t.name)).collect();
+    let offered = names::offer(&wanted, taken);
+    let renamed = wanted
         .iter()
-        .filter(|t| wanted(server, &t.name))
-        .map(|t| {
-            McpTool::new(
-                offered_name(server, &t.name),
-                t,
-                session.clone(),
-                server.tool_call_timeout,
-            )
-        })
-        .collect()
+        .zip(&offered)
+        .filter(|(w, o)| w != o)
+        .map(|(w, o)| (w.clone(), o.clone()))
+        .collect();
+    let tools = kept
+        .into_iter()
+        .zip(offered)
+        .map(|(t, name)| McpTool::new(name, t, session.clone(), server.tool_call_timeout))
+        .collect();
+    (tools, renamed)
+}
+
+/// The one warning for a server's renamed tools (the first few named), or `None`.
+pub fn renamed_warning(server: &str, renamed: &[(String, String)]) -> Option<String> {
+    const SHOWN: usize = 5;
+    if renamed.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = renamed
+        .iter()
+        .take(SHOWN)
+        .map(|(w, o)| format!("'{w}' as '{o}'"))
+        .collect();
+    let more = match renamed.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "MCP server '{server}': {} tool name(s) that providers reject (allowed: 1 to 64 of \
+         a-z A-Z 0-9 _ -) are offered renamed: {}{more}; calls still reach the server's own names",
+        renamed.len(),
+        list.join(", ")
+    ))
 }
 
 /// Starts every server in parallel and registers the tools of those that started, in
@@ -114,7 +163,10 @@ pub async fn start_all(
                 continue;
             }
         };
-        let tools = offered_tools(server, &session, &tools);
+        let taken = |n: &str| {
+            owners.contains_key(n) || registry.get(n).is_some() || LEAD_ONLY_TOOLS.contains(&n)
+        };
+        let (tools, renamed) = offered_tools(server, &session, &tools, taken);
         if let Some(clash) = collision(server, &tools, registry, &owners) {
             session.stop(StopTimes::NORMAL).await;
             outcomes.push(fail(clash));
@@ -132,6 +184,7 @@ pub async fn start_all(
             transport: server.transport.kind().to_string(),
             tools: names,
             duration_ms: elapsed.as_millis() as u64,
+            renamed,
         });
     }
     (running, outcomes)
@@ -144,17 +197,16 @@ fn collision(
     registry: &ToolRegistry,
     owners: &BTreeMap<String, String>,
 ) -> Option<String> {
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for t in tools {
         let name = t.name();
         let other = if let Some(owner) = owners.get(name) {
             format!("tool '{name}' of MCP server '{owner}'")
         } else if registry.get(name).is_some() || LEAD_ONLY_TOOLS.contains(&name) {
             format!("the built-in tool '{name}'")
-        } else if seen.contains(&name) {
+        } else if !seen.insert(name) {
             format!("another of its tools offered as '{name}'")
         } else {
-            seen.push(name);
             continue;
         };
         return Some(format!(
@@ -203,11 +255,13 @@ mod tests {
     #[test]
     fn allow_and_deny_lists_use_the_server_s_own_names() {
         let all = server(true, None, &[]);
-        assert!(wanted(&all, "a") && wanted(&all, "b"));
+        let all = Filter::new(&all);
+        assert!(all.wanted("a") && all.wanted("b"));
         let some = server(true, Some(&["a", "b"]), &["b"]);
-        assert!(wanted(&some, "a"));
-        assert!(!wanted(&some, "b"), "the deny-list wins");
-        assert!(!wanted(&some, "c"));
-        assert!(!wanted(&some, "gh_a"), "offered names are not the server's");
+        let some = Filter::new(&some);
+        assert!(some.wanted("a"));
+        assert!(!some.wanted("b"), "the deny-list wins");
+        assert!(!some.wanted("c"));
+        assert!(!some.wanted("gh_a"), "offered names are not the server's");
     }
 }

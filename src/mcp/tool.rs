@@ -5,15 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, CancelledNotification, CancelledNotificationParam,
-    ClientNotification, ClientRequest, RawContent, Request, ResourceContents, ServerResult,
+    CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification,
+    ClientRequest, Request,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 
 use super::session::Session;
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
-use crate::tools::{Content, Media, Tool, ToolContext, ToolOutput, ToolStatus};
+use crate::tools::{Content, Tool, ToolContext, ToolOutput};
 
 pub struct McpTool {
     /// The name the model calls it by.
@@ -78,8 +78,12 @@ impl McpTool {
         };
         tokio::select! {
             r = handle.rx => { pending.id = None; match r {
-                Ok(Ok(ServerResult::CallToolResult(result))) => output(result),
-                Ok(Ok(other)) => self.failed(&format!("unexpected answer to tools/call: {other:?}")),
+                // rmcp decodes a result it finds malformed as another type (usually its
+                // catch-all `CustomResult`); its JSON is read leniently whatever it became.
+                Ok(Ok(answer)) => match serde_json::to_value(&answer) {
+                    Ok(v) => super::result::output(&v),
+                    Err(e) => self.failed(&format!("unreadable answer to tools/call: {e}")),
+                },
                 Ok(Err(e)) => self.failed(&e.to_string()),
                 Err(_) => self.failed("the connection to the server closed"),
             }},
@@ -163,50 +167,6 @@ impl Tool for McpTool {
     }
 }
 
-/// Contract §9: text blocks joined by newlines, other blocks one line each,
-/// `structuredContent` as JSON text when no block is text, `isError` makes it an error.
-pub fn output(result: CallToolResult) -> ToolOutput {
-    let status = if result.is_error == Some(true) {
-        ToolStatus::Error
-    } else {
-        ToolStatus::Ok
-    };
-    let mut blocks: Vec<Content> = result.content.into_iter().map(|c| block(c.raw)).collect();
-    let has_text = blocks.iter().any(|b| matches!(b, Content::Text(_)));
-    if !has_text {
-        if let Some(s) = result.structured_content {
-            blocks.insert(0, Content::Text(s.to_string()));
-        }
-    }
-    ToolOutput::with_content(status, blocks)
-}
-
-fn block(c: RawContent) -> Content {
-    let media = |kind: &str, mime: Option<String>, description: String| {
-        Content::Media(Media {
-            kind: kind.into(),
-            mime_type: mime,
-            description,
-        })
-    };
-    match c {
-        RawContent::Text(t) => Content::Text(t.text),
-        RawContent::Image(i) => media("image", Some(i.mime_type), bytes(&i.data)),
-        RawContent::Audio(a) => media("audio", Some(a.mime_type), bytes(&a.data)),
-        RawContent::Resource(r) => match r.resource {
-            ResourceContents::TextResourceContents { uri, .. }
-            | ResourceContents::BlobResourceContents { uri, .. } => media("resource", None, uri),
-        },
-        RawContent::ResourceLink(r) => media("resource", None, r.uri),
-    }
-}
-
-/// The decoded size of base64 data, without decoding it.
-fn bytes(b64: &str) -> String {
-    let clean = b64.trim_end_matches('=').len();
-    format!("{} bytes", clean * 3 / 4)
-}
-
 /// §6's output limit: a result longer than the limit is cut in the middle with a marker.
 fn limit(out: ToolOutput, max: usize) -> ToolOutput {
     let text = out.text();
@@ -220,47 +180,6 @@ fn limit(out: ToolOutput, max: usize) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::{Annotated, RawImageContent, RawTextContent};
-
-    fn text(t: &str) -> rmcp::model::Content {
-        Annotated {
-            raw: RawContent::Text(RawTextContent {
-                text: t.into(),
-                meta: None,
-            }),
-            annotations: None,
-        }
-    }
-
-    #[test]
-    fn results_map_as_the_contract_says() {
-        let image = Annotated {
-            raw: RawContent::Image(RawImageContent {
-                data: "AAAA".repeat(3),
-                mime_type: "image/png".into(),
-                meta: None,
-            }),
-            annotations: None,
-        };
-        let r = CallToolResult {
-            content: vec![text("a"), image, text("b")],
-            structured_content: Some(serde_json::json!({"x": 1})),
-            is_error: None,
-            meta: None,
-        };
-        let out = output(r);
-        assert_eq!(out.status, ToolStatus::Ok);
-        assert_eq!(out.text(), "a\n[image: image/png, 9 bytes]\nb");
-        let r = CallToolResult {
-            content: vec![],
-            structured_content: Some(serde_json::json!({"x": 1})),
-            is_error: Some(true),
-            meta: None,
-        };
-        let out = output(r);
-        assert_eq!(out.status, ToolStatus::Error);
-        assert_eq!(out.text(), r#"{"x":1}"#);
-    }
 
     #[test]
     fn long_results_are_cut_with_a_marker() {

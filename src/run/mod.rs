@@ -207,12 +207,24 @@ async fn start_mcp(
                 transport,
                 tools,
                 duration_ms,
-            } => events.emit(Event::McpServerStarted {
-                server,
-                transport,
-                tools,
-                duration_ms,
-            }),
+                renamed,
+            } => {
+                let renamed = crate::mcp::renamed_warning(&server, &renamed);
+                events.emit(Event::McpServerStarted {
+                    server: server.clone(),
+                    transport,
+                    tools,
+                    duration_ms,
+                });
+                if let Some(message) = renamed {
+                    events.emit(Event::Warning {
+                        code: "mcp_tool_renamed".into(),
+                        message,
+                        retry: None,
+                        server: Some(server),
+                    });
+                }
+            }
             crate::mcp::Outcome::Failed {
                 server,
                 required,

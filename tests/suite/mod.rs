@@ -14,6 +14,7 @@ mod hardening;
 mod harness;
 mod logs;
 mod mcp;
+mod mcp_config;
 mod mock_selftest;
 mod openai_http;
 mod output_schema;
