@@ -26,5 +26,6 @@ mod signals;
 mod stop_reasons;
 mod subagents;
 mod subagents_http;
+mod task_processes;
 mod thinking;
 mod tools_cli;

@@ -367,6 +367,7 @@ mod tests {
             output_max_chars: 1000,
             cancel: &cancel,
             processes: &groups,
+            mark: None,
         };
         let secs = std::time::Duration::from_secs;
         let out = sandbox
@@ -428,6 +429,7 @@ mod tests {
             output_max_chars: 1000,
             cancel: &cancel,
             processes: &groups,
+            mark: None,
         };
         let got = ConfinedSandbox::new(fake, false, None).exec(req).await;
         assert_eq!(
