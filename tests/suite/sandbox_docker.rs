@@ -563,6 +563,56 @@ async fn replicas_and_prefix_are_checked() {
     );
 }
 
+/// §12's `$` rules hold for the container's environment: only a whole `$NAME` is a
+/// reference; `${VAR}`, `$VAR-x` and a lone `$` are configuration errors naming the key, in
+/// `config check` and before a run starts (no daemon is needed to find them).
+#[tokio::test(flavor = "multi_thread")]
+async fn half_written_environment_references_are_configuration_errors() {
+    let ws = workspace();
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        "models:\n  - {name: demo, use: replay, cassette: none.json}\n\
+         sandbox:\n  use: docker\n  image: x\n  environment:\n    BRACED: '${HOME}'\n    \
+         SUFFIXED: $HOME-x\n    LONE: $\n    WHOLE: $HOME\n    PLAIN: a$b\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let check = deerflow(["config", "check", "--json", "-c", c])
+        .text()
+        .await;
+    assert_eq!(check.code, 78, "{}", check.stdout);
+    let v: Value = serde_json::from_str(&check.stdout).unwrap();
+    let problems: Vec<String> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    for key in ["BRACED", "SUFFIXED", "LONE"] {
+        let want = format!(
+            "sandbox.environment.{key}: a value starting with $ must be a whole $NAME reference"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with(&want)),
+            "{key}: {problems:?}"
+        );
+    }
+    let out = deerflow(["run", "--json", "-c", c, "go"])
+        .cwd(ws.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.events.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("sandbox.environment.BRACED"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// A minimal registry (the v2 API, plain HTTP on 127.0.0.1, which the daemon treats as
 /// insecure by default) serving one image: a static busybox as `sh`. Counts manifest
 /// requests, so a test can tell whether the image was pulled.
