@@ -22,6 +22,7 @@ mod replay_runs;
 mod responses_http;
 mod sandbox;
 mod sandbox_docker;
+mod sandbox_docker_owner;
 mod signals;
 mod stop_reasons;
 mod subagents;

@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use super::harness::{cassette, deerflow, workspace, Output, Run};
 use crate::support::{MockServer, Reply};
 
-const IMAGE: &str = "deerflow-test:busybox";
+pub(super) const IMAGE: &str = "deerflow-test:busybox";
 
 /// The daemon the tests use, as the binary will find it.
-fn docker_host() -> String {
+pub(super) fn docker_host() -> String {
     std::env::var("DOCKER_HOST")
         .ok()
         .filter(|h| !h.is_empty())
@@ -25,7 +25,7 @@ fn docker_host() -> String {
 }
 
 /// A client for the test daemon when it answers and has the test image.
-async fn daemon() -> Option<Docker> {
+pub(super) async fn daemon() -> Option<Docker> {
     let host = docker_host();
     let skip = |why: String| {
         eprintln!("notice: {why}; the docker sandbox tests are skipped");
@@ -48,7 +48,7 @@ async fn daemon() -> Option<Docker> {
 }
 
 /// The names of every container (running or not) whose name starts with `prefix`.
-async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
+pub(super) async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
     let opts = ListContainersOptionsBuilder::default().all(true).build();
     let list = docker.list_containers(Some(opts)).await.unwrap();
     list.into_iter()
@@ -59,11 +59,11 @@ async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
 }
 
 /// A container prefix no other test (or run) uses.
-fn prefix() -> String {
+pub(super) fn prefix() -> String {
     format!("dftest-{:08x}", fastrand::u32(..))
 }
 
-fn bash_calls(commands: &[&str]) -> Value {
+pub(super) fn bash_calls(commands: &[&str]) -> Value {
     let calls: Vec<Value> = commands
         .iter()
         .enumerate()
@@ -74,7 +74,7 @@ fn bash_calls(commands: &[&str]) -> Value {
 }
 
 /// A config in `ws` replaying `script`, with `sandbox: {use: docker, …, EXTRA}`.
-fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
+pub(super) fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
     let c = cassette(ws, script);
     let skills = ws.join("skills-src");
     std::fs::create_dir_all(skills.join("demo")).unwrap();
@@ -99,7 +99,7 @@ fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
 }
 
 /// `deerflow run --json -c CFG go` in `ws`, on the test daemon, without --allow-bash.
-fn run(ws: &Path, cfg: &Path, more: &[&str]) -> Run {
+pub(super) fn run(ws: &Path, cfg: &Path, more: &[&str]) -> Run {
     let mut args = vec!["run", "--json", "-c", cfg.to_str().unwrap()];
     args.extend(more);
     args.push("go");
