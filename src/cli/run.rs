@@ -438,6 +438,7 @@ fn sandbox_limits(
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,
         ls_output_max_chars: s.ls_output_max_chars,
+        task_mark: None,
     }
 }
 

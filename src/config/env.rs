@@ -63,6 +63,17 @@ pub fn var_name(s: &str) -> Option<&str> {
     valid.then_some(name)
 }
 
+/// Why a value is refused by [`half_written`] (contract §12).
+pub const WHOLE_REFERENCE: &str =
+    "a value starting with $ must be a whole $NAME reference (no braces, nothing around it)";
+
+/// A value that starts with `$` but is no whole `$NAME` (`${VAR}`, `$HOME/x`, `$VAR-x`, a
+/// lone `$`): a configuration error, since it would otherwise be used literally (§12).
+pub fn half_written(raw: &str) -> bool {
+    let trimmed = raw.trim();
+    trimmed.starts_with('$') && var_name(trimmed).is_none()
+}
+
 /// Expands a raw string; `Err(name)` when it names a variable that is unset.
 pub fn expand(raw: &str, env: &Env) -> Result<String, String> {
     match var_name(raw) {
@@ -128,6 +139,16 @@ mod tests {
         assert_eq!(var_name("$1A"), None);
         assert_eq!(var_name("$A B"), None);
         assert_eq!(var_name("sk-$A"), None);
+    }
+
+    #[test]
+    fn half_written_references() {
+        for bad in ["${A}", "$A-x", "$", "$A/b", " $1", "$A B"] {
+            assert!(half_written(bad), "{bad}");
+        }
+        for fine in ["$A", " $A ", "a$b", "", "plain"] {
+            assert!(!half_written(fine), "{fine}");
+        }
     }
 
     #[test]

@@ -745,6 +745,16 @@ fn docker_sandbox_keys_load_with_mounts_anchored_and_environment_unexpanded() {
         "sandbox.environment.FROM_HOST: environment variable DF_SECRET is not set"
     );
     assert!(s.bash_allowed(false), "docker offers bash without the flag");
+    // Only a whole `$NAME` is a reference; the resolver refuses the rest even when it is
+    // handed a config that skipped validation.
+    let mut half = s.clone();
+    half.environment
+        .insert("BRACED".into(), "${DF_SECRET}".into());
+    assert_eq!(
+        half.environment_with(&env).unwrap_err(),
+        "sandbox.environment.BRACED: a value starting with $ must be a whole $NAME reference \
+         (no braces, nothing around it)"
+    );
     let json = crate::config::show_json(&loaded);
     assert_eq!(json["sandbox"]["environment"]["FROM_HOST"], "$DF_SECRET");
     assert_eq!(json["sandbox"]["environment"]["PLAIN"], "***");
@@ -768,6 +778,19 @@ fn docker_sandbox_values_are_checked() {
          mounts: [{host_path: /x, container_path: x}], environment: {'A=B': c}}\n",
     );
     assert_eq!(p.len(), 4, "{p:?}");
+    let p = problems(
+        "sandbox:\n  use: docker\n  image: i\n  environment:\n    A: '${HOME}'\n    \
+         B: $HOME-x\n    C: $\n    D: $HOME\n    E: a$b\n",
+    );
+    assert_eq!(p.len(), 3, "{p:?}");
+    for (key, line) in [("A", 5), ("B", 6), ("C", 7)] {
+        let want = format!("sandbox.environment.{key}: a value starting with $ must be a whole");
+        let got = p.iter().find(|m| m.starts_with(&want));
+        assert!(
+            got.is_some_and(|m| m.contains(&format!("line {line}"))),
+            "{key}: {p:?}"
+        );
+    }
     for ok in ["a", "A1", "deer_flow.sandbox-1"] {
         let text = format!("sandbox: {{use: docker, image: i, container_prefix: {ok}}}\n");
         assert!(problems(&text).is_empty(), "{ok}");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::deerflow::{class_endpoint, is_ollama, unsupported};
-use super::env::{expand, unset_message, var_name, Env};
+use super::env::{expand, half_written, unset_message, Env, WHOLE_REFERENCE};
 use super::error::ConfigError;
 use super::load::LoadedConfig;
 use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers, ThinkingSettings};
@@ -388,11 +388,8 @@ fn check_key(key: Option<&str>, named: &str) -> Result<(), ConfigError> {
 /// that starts with `$` but is no whole `$NAME` (`${VAR}`, `$HOME/x`) is an error: it would
 /// otherwise be sent literally.
 fn field(raw: &str, at: &str, key: &str, env: &Env) -> Result<String, ConfigError> {
-    let trimmed = raw.trim();
-    if trimmed.starts_with('$') && var_name(trimmed).is_none() {
-        return Err(ConfigError::Model(format!(
-            "{at}.{key}: a value starting with $ must be a whole $NAME reference (no braces,              nothing around it)"
-        )));
+    if half_written(raw) {
+        return Err(ConfigError::Model(format!("{at}.{key}: {WHOLE_REFERENCE}")));
     }
     expand(raw, env).map_err(|var| {
         ConfigError::MissingSecret(format!(

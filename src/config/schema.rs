@@ -252,12 +252,18 @@ pub struct SandboxConfig {
 }
 
 impl SandboxConfig {
-    /// `environment` with every `$VAR` value read from `env`; an unset one is an error
-    /// naming its key.
+    /// `environment` with every `$VAR` value read from `env`; an unset one, or a value that
+    /// is no whole `$NAME` but starts with `$`, is an error naming its key.
     pub fn environment_with(&self, env: &super::env::Env) -> Result<Vec<(String, String)>, String> {
         self.environment
             .iter()
             .map(|(k, raw)| {
+                if super::env::half_written(raw) {
+                    return Err(format!(
+                        "sandbox.environment.{k}: {}",
+                        super::env::WHOLE_REFERENCE
+                    ));
+                }
                 super::env::expand(raw, env)
                     .map(|v| (k.clone(), v))
                     .map_err(|name| {

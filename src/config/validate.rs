@@ -296,12 +296,15 @@ fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mu
             ));
         }
     }
-    for name in s.environment.keys() {
+    for (name, value) in &s.environment {
         if name.is_empty() || name.contains('=') || name.contains('\0') {
             problems.push((
                 at.key("environment"),
                 format!("{name:?} is not a variable name"),
             ));
+        } else if super::env::half_written(value) {
+            let here = at.key("environment").key(name);
+            problems.push((here, super::env::WHOLE_REFERENCE.to_string()));
         }
     }
 }

@@ -11,12 +11,14 @@ use serde_json::{json, Value};
 
 use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
+use super::state::TaskState;
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
+use crate::workspace::task_mark::TaskMark;
 
 /// After a timeout cancels a sub-agent, how long it may take to stop its tools.
 const TIMEOUT_GRACE: Duration = Duration::from_millis(500);
@@ -173,10 +175,25 @@ async fn wait_for_slot(
     Err(rec.cancel(&s.events, &s.shared.control.cancel_message()))
 }
 
-/// Runs the sub-agent under its timeout and turns its end into the terminal event.
+/// Runs the sub-agent; once it timed out or was cancelled (and its tools are dropped), kills
+/// every host process its commands started, those they detached included (§12).
 async fn supervise(s: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
+    let mark = TaskMark::new(rec.seq);
+    let out = run_under_timeout(s, rec, &mark).await;
+    if matches!(rec.state.get(), TaskState::TimedOut | TaskState::Cancelled) {
+        mark.kill_all().await;
+    }
+    out
+}
+
+/// Runs the sub-agent under its timeout and turns its end into the terminal event.
+async fn run_under_timeout(
+    s: &Arc<Scheduler>,
+    rec: &Arc<TaskRecord>,
+    mark: &TaskMark,
+) -> ToolOutput {
     let cancel = s.shared.control.cancel.child_token();
-    let agent = match build_agent(s, rec, cancel.clone()) {
+    let agent = match build_agent(s, rec, cancel.clone(), mark) {
         Ok(a) => a,
         Err(e) => return rec.fail(&s.events, &e, None),
     };
@@ -203,6 +220,7 @@ fn build_agent(
     s: &Arc<Scheduler>,
     rec: &Arc<TaskRecord>,
     cancel: tokio_util::sync::CancellationToken,
+    mark: &TaskMark,
 ) -> Result<Agent, String> {
     let t = &rec.kind;
     let events = s.events.for_task(rec.id());
@@ -228,7 +246,7 @@ fn build_agent(
         max_turns: t.max_turns,
         tool_ctx: ToolContext {
             workspace: s.workspace.clone(),
-            limits: s.limits.for_task(rec.id()),
+            limits: s.limits.for_task(rec.id(), mark.clone()),
             cancel,
         },
         events: events.clone(),

@@ -68,6 +68,7 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         output_max_chars: ctx.limits.bash_output_max_chars,
         cancel: &ctx.cancel,
         processes: ctx.workspace.processes(),
+        mark: ctx.limits.task_mark.as_ref(),
     };
     match ctx.limits.sandbox.exec(req).await {
         Ok(out) => finish(out, ctx.limits.bash_output_max_chars, timeout_secs),

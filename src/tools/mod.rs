@@ -148,19 +148,26 @@ pub struct SandboxLimits {
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
     pub ls_output_max_chars: usize,
+    /// A sub-agent's mark on the host processes its commands start (`None` for the lead).
+    pub task_mark: Option<crate::workspace::task_mark::TaskMark>,
 }
 
 impl SandboxLimits {
-    /// The limits one sub-agent's tools get: the same, in the sandbox its commands run in
-    /// (its own container with docker's `per_task`).
-    pub fn for_task(self: &Arc<Self>, task_id: &str) -> Arc<Self> {
-        match self.sandbox.for_task(task_id) {
-            Some(sandbox) => Arc::new(Self {
-                sandbox,
-                ..(**self).clone()
-            }),
-            None => self.clone(),
-        }
+    /// The limits one sub-agent's tools get: the same, with its mark, in the sandbox its
+    /// commands run in (its own container with docker's `per_task`).
+    pub fn for_task(
+        self: &Arc<Self>,
+        task_id: &str,
+        mark: crate::workspace::task_mark::TaskMark,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            sandbox: self
+                .sandbox
+                .for_task(task_id)
+                .unwrap_or_else(|| self.sandbox.clone()),
+            task_mark: Some(mark),
+            ..(**self).clone()
+        })
     }
 }
 
@@ -174,6 +181,7 @@ impl Default for SandboxLimits {
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
+            task_mark: None,
         }
     }
 }

@@ -383,3 +383,83 @@ async fn config_check_reports_a_missing_bwrap() {
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
 }
+
+/// A host Unix socket outside /tmp and $HOME (where the Docker socket, D-Bus and agents
+/// live) is not even visible inside: the sandbox mounts what commands need, not the host's
+/// root. Without network, an abstract socket is out of reach too.
+#[tokio::test(flavor = "multi_thread")]
+async fn confined_bash_cannot_reach_host_unix_sockets() {
+    use std::os::unix::net::UnixListener;
+    if !bwrap_works() {
+        return;
+    }
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all("/var/tmp").unwrap();
+    let outside = tempfile::Builder::new()
+        .prefix("dfsock")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let sock = outside.path().join("s");
+    let listener = UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let abstract_name = format!("dfabs{}", fastrand::u64(..));
+    let abstract_listener = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
+        UnixListener::bind_addr(&addr).unwrap()
+    };
+    abstract_listener.set_nonblocking(true).unwrap();
+    let s = sock.display();
+    // python3 (or `nc -U`) is the client where the system has one; the socket file's absence
+    // is checked either way.
+    let python = |address: &str| {
+        format!(
+            "python3 -c 'import socket; c=socket.socket(socket.AF_UNIX); \
+             c.connect(\"{address}\"); print(\"CONNECTED\")'"
+        )
+    };
+    let commands = [
+        format!(
+            "test -e {s} && echo VISIBLE || echo ABSENT; if command -v python3 >/dev/null; \
+             then {}; elif command -v nc >/dev/null; then nc -U {s} </dev/null && echo CONNECTED; \
+             else echo no-client; fi",
+            python(&s.to_string())
+        ),
+        format!(
+            "command -v python3 >/dev/null && {} || echo no-client",
+            python(&format!("\\0{abstract_name}"))
+        ),
+        "ls /run /var/run /var 2>&1; echo w > written && cat written; echo t > /tmp/t && cat /tmp/t"
+            .to_string(),
+    ];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let out = run_confined(ws.path(), home.path(), "{use: confined}", &refs).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = results(&out);
+    assert_eq!(r.len(), 3, "{r:#?}");
+    assert!(r[0].starts_with("ABSENT\n"), "{}", r[0]);
+    for got in &r[..2] {
+        assert!(!got.contains("CONNECTED"), "{got}");
+    }
+    for l in [&listener, &abstract_listener] {
+        assert!(
+            matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+            "a connection reached the host's socket"
+        );
+    }
+    for gone in ["/run", "/var/run", "/var"] {
+        assert!(
+            r[2].contains(&format!(
+                "ls: cannot access '{gone}': No such file or directory"
+            )),
+            "{}",
+            r[2]
+        );
+    }
+    assert!(r[2].contains("w\nt\n"), "{}", r[2]);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("written")).unwrap(),
+        "w\n"
+    );
+}

@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use super::harness::{cassette, deerflow, workspace, Output, Run};
 use crate::support::{MockServer, Reply};
 
-const IMAGE: &str = "deerflow-test:busybox";
+pub(super) const IMAGE: &str = "deerflow-test:busybox";
 
 /// The daemon the tests use, as the binary will find it.
-fn docker_host() -> String {
+pub(super) fn docker_host() -> String {
     std::env::var("DOCKER_HOST")
         .ok()
         .filter(|h| !h.is_empty())
@@ -25,7 +25,7 @@ fn docker_host() -> String {
 }
 
 /// A client for the test daemon when it answers and has the test image.
-async fn daemon() -> Option<Docker> {
+pub(super) async fn daemon() -> Option<Docker> {
     let host = docker_host();
     let skip = |why: String| {
         eprintln!("notice: {why}; the docker sandbox tests are skipped");
@@ -48,7 +48,7 @@ async fn daemon() -> Option<Docker> {
 }
 
 /// The names of every container (running or not) whose name starts with `prefix`.
-async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
+pub(super) async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
     let opts = ListContainersOptionsBuilder::default().all(true).build();
     let list = docker.list_containers(Some(opts)).await.unwrap();
     list.into_iter()
@@ -59,11 +59,11 @@ async fn containers(docker: &Docker, prefix: &str) -> Vec<String> {
 }
 
 /// A container prefix no other test (or run) uses.
-fn prefix() -> String {
+pub(super) fn prefix() -> String {
     format!("dftest-{:08x}", fastrand::u32(..))
 }
 
-fn bash_calls(commands: &[&str]) -> Value {
+pub(super) fn bash_calls(commands: &[&str]) -> Value {
     let calls: Vec<Value> = commands
         .iter()
         .enumerate()
@@ -74,7 +74,7 @@ fn bash_calls(commands: &[&str]) -> Value {
 }
 
 /// A config in `ws` replaying `script`, with `sandbox: {use: docker, …, EXTRA}`.
-fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
+pub(super) fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
     let c = cassette(ws, script);
     let skills = ws.join("skills-src");
     std::fs::create_dir_all(skills.join("demo")).unwrap();
@@ -99,7 +99,7 @@ fn config(ws: &Path, script: Value, prefix: &str, extra: &str) -> PathBuf {
 }
 
 /// `deerflow run --json -c CFG go` in `ws`, on the test daemon, without --allow-bash.
-fn run(ws: &Path, cfg: &Path, more: &[&str]) -> Run {
+pub(super) fn run(ws: &Path, cfg: &Path, more: &[&str]) -> Run {
     let mut args = vec!["run", "--json", "-c", cfg.to_str().unwrap()];
     args.extend(more);
     args.push("go");
@@ -560,6 +560,56 @@ async fn replicas_and_prefix_are_checked() {
             .contains("sandbox.image is used only with sandbox.use: docker"),
         "{}",
         check.stdout
+    );
+}
+
+/// §12's `$` rules hold for the container's environment: only a whole `$NAME` is a
+/// reference; `${VAR}`, `$VAR-x` and a lone `$` are configuration errors naming the key, in
+/// `config check` and before a run starts (no daemon is needed to find them).
+#[tokio::test(flavor = "multi_thread")]
+async fn half_written_environment_references_are_configuration_errors() {
+    let ws = workspace();
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        "models:\n  - {name: demo, use: replay, cassette: none.json}\n\
+         sandbox:\n  use: docker\n  image: x\n  environment:\n    BRACED: '${HOME}'\n    \
+         SUFFIXED: $HOME-x\n    LONE: $\n    WHOLE: $HOME\n    PLAIN: a$b\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let check = deerflow(["config", "check", "--json", "-c", c])
+        .text()
+        .await;
+    assert_eq!(check.code, 78, "{}", check.stdout);
+    let v: Value = serde_json::from_str(&check.stdout).unwrap();
+    let problems: Vec<String> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    for key in ["BRACED", "SUFFIXED", "LONE"] {
+        let want = format!(
+            "sandbox.environment.{key}: a value starting with $ must be a whole $NAME reference"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with(&want)),
+            "{key}: {problems:?}"
+        );
+    }
+    let out = deerflow(["run", "--json", "-c", c, "go"])
+        .cwd(ws.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.events.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("sandbox.environment.BRACED"),
+        "{}",
+        out.stderr
     );
 }
 

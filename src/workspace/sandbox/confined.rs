@@ -1,9 +1,13 @@
-//! `confined`: bash on the host inside bubblewrap (contract §13). The root filesystem is
-//! read-only, the workspace and a private `/tmp` are writable, the home directory is an
-//! empty read-only directory (so `~/.ssh` and other credentials cannot be read), skills are
-//! read-only at `/mnt/skills`, and the command has its own PID namespace (when its first
-//! process ends, the kernel kills everything else in it, `setsid` daemons included) and no
-//! network unless the config allows it.
+//! `confined`: bash on the host inside bubblewrap (contract §13). The sandbox's root is an
+//! empty read-only tmpfs into which only what a command needs is mounted: the system
+//! directories read-only (`/usr`, `/bin`, `/lib*`, `/sbin`, `/etc`; a symlink such as a
+//! merged-`/usr` `/bin` stays a symlink), a fresh `/dev` and `/proc`, a private `/tmp`, the
+//! workspace writable, skills read-only at `/mnt/skills`, and the home directory as an empty
+//! read-only directory (so `~/.ssh` and other credentials cannot be read). Nothing else of the
+//! host exists inside: not `/run`, `/var/run` or `/var` (so no host Unix socket — the Docker
+//! socket, D-Bus, SSH or GPG agents — can be reached by path), and without network the
+//! abstract sockets are another namespace's. The command has its own PID namespace (when its
+//! first process ends, the kernel kills everything else in it, `setsid` daemons included).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -19,6 +23,43 @@ pub const BWRAP_PACKAGE: &str = "bubblewrap";
 const VIRTUAL_WORKSPACE: &str = "/mnt/user-data/workspace";
 const VIRTUAL_SKILLS: &str = "/mnt/skills";
 
+/// The host directories a command may need to run programs (binaries, libraries, their
+/// configuration), shown read-only when the host has them. `/var`, `/run`, `/srv`, `/opt`,
+/// `/home`, `/root`, `/mnt`, `/media` and `/sys` are left out: sockets and user data live
+/// there, not programs.
+const SYSTEM_DIRS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// How one of [`SYSTEM_DIRS`] appears inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemEntry {
+    /// A directory, bound read-only.
+    Dir(PathBuf),
+    /// A symlink (merged `/usr`: `/bin -> usr/bin`), recreated with the same target.
+    Symlink { path: PathBuf, target: PathBuf },
+}
+
+/// What the host has of [`SYSTEM_DIRS`].
+pub fn system_entries() -> Vec<SystemEntry> {
+    SYSTEM_DIRS
+        .iter()
+        .map(Path::new)
+        .filter_map(|p| {
+            let meta = p.symlink_metadata().ok()?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(p).ok()?;
+                Some(SystemEntry::Symlink {
+                    path: p.to_path_buf(),
+                    target,
+                })
+            } else {
+                meta.is_dir().then(|| SystemEntry::Dir(p.to_path_buf()))
+            }
+        })
+        .collect()
+}
+
 /// bwrap with the settings of one run.
 #[derive(Debug, Clone)]
 pub struct ConfinedSandbox {
@@ -26,27 +67,57 @@ pub struct ConfinedSandbox {
     network: bool,
     /// The home directory to hide (`$HOME` of the run), if any.
     home: Option<PathBuf>,
+    system: Vec<SystemEntry>,
+    /// With network: the file `/etc/resolv.conf` points to when it is a symlink out of
+    /// `/etc` (systemd-resolved keeps it under `/run`), bound alone so names still resolve.
+    resolv: Option<PathBuf>,
 }
 
 impl ConfinedSandbox {
     pub fn new(bwrap: PathBuf, network: bool, home: Option<PathBuf>) -> Self {
+        let resolv = network
+            .then(|| std::fs::canonicalize("/etc/resolv.conf").ok())
+            .flatten();
+        Self::with_system(bwrap, network, home, system_entries(), resolv)
+    }
+
+    /// As [`ConfinedSandbox::new`], with the system entries given (tests).
+    pub fn with_system(
+        bwrap: PathBuf,
+        network: bool,
+        home: Option<PathBuf>,
+        system: Vec<SystemEntry>,
+        resolv: Option<PathBuf>,
+    ) -> Self {
+        let resolv = resolv.filter(|r| !system_covers(&system, r));
         Self {
             bwrap,
             network,
             home: home.filter(|h| h.is_absolute() && h.parent().is_some()),
+            system,
+            resolv,
         }
     }
 
     /// bwrap's arguments for a command run in `cwd`; the mounts are applied in order, so
-    /// the hiding tmpfs mounts come before the binds that must show through them.
+    /// the hiding tmpfs mounts come before the binds that must show through them, and the
+    /// root becomes read-only once every mount point on it exists.
     pub fn args(&self, cwd: &Path, skills: Option<&Path>, command: &str) -> Vec<OsString> {
         let mut a = Args::default();
-        a.flag("--ro-bind").path("/").path("/");
+        for entry in &self.system {
+            match entry {
+                SystemEntry::Dir(p) => a.flag("--ro-bind").path(p).path(p),
+                SystemEntry::Symlink { path, target } => {
+                    a.flag("--symlink").path(target).path(path)
+                }
+            };
+        }
+        if let Some(r) = &self.resolv {
+            a.flag("--ro-bind-try").path(r).path(r);
+        }
         a.flag("--dev").path("/dev");
         a.flag("--proc").path("/proc");
         a.flag("--tmpfs").path("/tmp");
-        // /mnt holds the virtual paths; host mounts there are hidden rather than exposed.
-        a.flag("--tmpfs").path("/mnt");
         // A home that contains the workspace is still hidden; the workspace is bound back
         // into it below. A home inside the workspace is the workspace's business.
         let home = self.home.as_deref().filter(|h| !h.starts_with(cwd));
@@ -61,6 +132,7 @@ impl ConfinedSandbox {
         if let Some(h) = home {
             a.flag("--remount-ro").path(h);
         }
+        a.flag("--remount-ro").path("/");
         a.flag("--chdir").path(cwd);
         a.flag("--unshare-pid");
         a.flag("--unshare-ipc");
@@ -73,6 +145,13 @@ impl ConfinedSandbox {
         a.flag("bash").flag("-c").flag(command);
         a.0
     }
+}
+
+/// Whether `path` is already visible through a bound system directory.
+fn system_covers(system: &[SystemEntry], path: &Path) -> bool {
+    system
+        .iter()
+        .any(|e| matches!(e, SystemEntry::Dir(d) if path.starts_with(d)))
 }
 
 #[derive(Default)]
@@ -139,34 +218,90 @@ mod tests {
             .join(" ")
     }
 
+    fn merged_usr() -> Vec<SystemEntry> {
+        vec![
+            SystemEntry::Dir("/usr".into()),
+            SystemEntry::Symlink {
+                path: "/bin".into(),
+                target: "usr/bin".into(),
+            },
+            SystemEntry::Dir("/etc".into()),
+        ]
+    }
+
+    fn sandbox(network: bool, home: Option<&str>, resolv: Option<&str>) -> ConfinedSandbox {
+        ConfinedSandbox::with_system(
+            "bwrap".into(),
+            network,
+            home.map(Into::into),
+            merged_usr(),
+            resolv.map(Into::into),
+        )
+    }
+
     #[test]
-    fn mounts_hide_home_and_show_the_workspace() {
+    fn mounts_show_only_the_system_the_workspace_and_skills() {
         let skills = tempfile::tempdir().unwrap();
-        let s = ConfinedSandbox::new("bwrap".into(), false, Some("/home/u".into()));
+        let s = sandbox(false, Some("/home/u"), None);
         let got = text(&s.args(Path::new("/home/u/proj"), Some(skills.path()), "echo hi"));
         let want = format!(
-            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /mnt \
+            "--ro-bind /usr /usr --symlink usr/bin /bin --ro-bind /etc /etc \
+             --dev /dev --proc /proc --tmpfs /tmp \
              --tmpfs /home/u --bind /home/u/proj /home/u/proj \
              --bind /home/u/proj /mnt/user-data/workspace --ro-bind {} /mnt/skills \
-             --remount-ro /home/u --chdir /home/u/proj --unshare-pid --unshare-ipc \
-             --unshare-net --die-with-parent --new-session -- bash -c echo hi",
+             --remount-ro /home/u --remount-ro / --chdir /home/u/proj --unshare-pid \
+             --unshare-ipc --unshare-net --die-with-parent --new-session -- bash -c echo hi",
             skills.path().display()
         );
         assert_eq!(got, want);
     }
 
     #[test]
+    fn the_host_root_and_its_sockets_are_never_mounted() {
+        let s = ConfinedSandbox::new("bwrap".into(), false, Some("/home/u".into()));
+        let args = s.args(Path::new("/w"), None, "x");
+        let got = text(&args);
+        assert!(!got.contains("--bind / /"), "{got}");
+        for hidden in ["/run", "/var", "/home/u/", "/mnt "] {
+            assert!(!got.contains(&format!("{hidden} ")), "{hidden}: {got}");
+        }
+        // Every host path bound in is a system directory, the workspace or the skills.
+        let sources: Vec<&OsString> = args
+            .windows(2)
+            .filter(|w| w[0] == "--ro-bind" || w[0] == "--bind" || w[0] == "--ro-bind-try")
+            .map(|w| &w[1])
+            .collect();
+        for src in sources {
+            let src = Path::new(src);
+            assert!(
+                src == Path::new("/w") || SYSTEM_DIRS.iter().any(|d| src == Path::new(d)),
+                "{}",
+                src.display()
+            );
+        }
+    }
+
+    #[test]
     fn network_home_and_skills_are_optional() {
-        let s = ConfinedSandbox::new("bwrap".into(), true, None);
+        let s = sandbox(true, None, None);
         let got = text(&s.args(Path::new("/w"), Some(Path::new("/no/such/skills")), "x"));
         assert!(!got.contains("--unshare-net"), "{got}");
         assert!(!got.contains("/mnt/skills"), "{got}");
-        assert!(!got.contains("--remount-ro"), "{got}");
+        assert!(!got.contains("--remount-ro /home"), "{got}");
         // A home inside the workspace (or equal to it) is not hidden over the workspace.
-        let s = ConfinedSandbox::new("bwrap".into(), false, Some("/w".into()));
+        let s = sandbox(false, Some("/w"), None);
         assert!(!text(&s.args(Path::new("/w"), None, "x")).contains("--tmpfs /w"));
-        let s = ConfinedSandbox::new("bwrap".into(), false, Some("/".into()));
-        assert!(!text(&s.args(Path::new("/w"), None, "x")).contains("--remount-ro"));
+        let s = sandbox(false, Some("/"), None);
+        let got = text(&s.args(Path::new("/w"), None, "x"));
+        assert!(got.ends_with("--remount-ro / --chdir /w --unshare-pid --unshare-ipc --unshare-net --die-with-parent --new-session -- bash -c x"), "{got}");
+        assert!(!got.contains("--tmpfs / "), "{got}");
+        // With network, a resolv.conf kept outside /etc is bound alone; inside it, nothing.
+        let s = sandbox(true, None, Some("/run/systemd/resolve/stub-resolv.conf"));
+        let got = text(&s.args(Path::new("/w"), None, "x"));
+        let r = "/run/systemd/resolve/stub-resolv.conf";
+        assert!(got.contains(&format!("--ro-bind-try {r} {r}")), "{got}");
+        let s = sandbox(true, None, Some("/etc/resolv.conf"));
+        assert!(!text(&s.args(Path::new("/w"), None, "x")).contains("--ro-bind-try"));
     }
 
     fn process_with(marker: &str) -> bool {
@@ -232,6 +367,7 @@ mod tests {
             output_max_chars: 1000,
             cancel: &cancel,
             processes: &groups,
+            mark: None,
         };
         let secs = std::time::Duration::from_secs;
         let out = sandbox
@@ -293,6 +429,7 @@ mod tests {
             output_max_chars: 1000,
             cancel: &cancel,
             processes: &groups,
+            mark: None,
         };
         let got = ConfinedSandbox::new(fake, false, None).exec(req).await;
         assert_eq!(

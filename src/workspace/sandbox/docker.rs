@@ -6,7 +6,10 @@
 //! prelude reports its process id (a new session inside the container, so also its process
 //! group) and then becomes `bash -c COMMAND` (or `sh -c` in an image without bash); a timeout
 //! or cancellation kills that group with a second exec. Every container the run created
-//! carries a label with the run's key and is removed by [`Sandbox::stop`].
+//! carries a label with the run's key and is removed by [`Sandbox::stop`]; when deerflow is
+//! killed without a chance to stop, its containers end with it (see [`owner`]).
+
+mod owner;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,7 @@ use bollard::Docker;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
+use self::owner::{Leash, Owner};
 use super::capture::Capture;
 use super::{ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox, SandboxFuture};
 
@@ -107,6 +111,10 @@ struct Shared {
     created: Mutex<Vec<String>>,
     /// Set by `stop`: a container created after it is removed at once.
     stopped: AtomicBool,
+    /// This process, named on every container so a later run can tell when it is gone.
+    owner: Option<Owner>,
+    /// Each live container's attach connection: the container ends when it closes.
+    leashes: Mutex<HashMap<String, Leash>>,
 }
 
 /// Commands in a container; see the module docs.
@@ -129,6 +137,8 @@ impl DockerSandbox {
                 tasks: AtomicU32::new(0),
                 created: Mutex::new(Vec::new()),
                 stopped: AtomicBool::new(false),
+                owner: Owner::current(),
+                leashes: Mutex::default(),
             }),
         }
     }
@@ -144,6 +154,14 @@ impl DockerSandbox {
     async fn start_inner(&self) -> Result<(), String> {
         let s = &self.shared.settings;
         let docker = connect(&s.host).await?;
+        if let Some(me) = &self.shared.owner {
+            let n = owner::remove_stale(&docker, me).await;
+            if n > 0 {
+                crate::logging::info(&format!(
+                    "docker sandbox: removed {n} container(s) left by deerflow processes that were killed"
+                ));
+            }
+        }
         ensure_image(&docker, &s.image).await?;
         // A bind mount's source must exist; `outputs` is the one deerflow itself provides.
         let outputs = s.workspace.join("outputs");
@@ -184,16 +202,40 @@ impl Shared {
         let docker = self.docker()?;
         let opts = CreateContainerOptionsBuilder::default().name(name).build();
         self.remember(name);
+        let body = container_body(&self.settings, &self.key, self.owner.as_ref());
         docker
-            .create_container(Some(opts), container_body(&self.settings, &self.key))
+            .create_container(Some(opts), body)
             .await
             .map_err(|e| format!("cannot create container {name}: {}", describe(&e)))?;
+        self.leash(docker, name).await?;
         let started = docker.start_container(name, None).await;
         if self.stopped.load(Ordering::SeqCst) {
             remove(docker, name).await;
             return Err("the run is ending".into());
         }
         started.map_err(|e| format!("cannot start container {name}: {}", describe(&e)))
+    }
+
+    /// Attaches to the new container's stdin before it starts (see [`owner`]); a container
+    /// that cannot be leashed is removed, as one that cannot be started.
+    async fn leash(&self, docker: &Docker, name: &str) -> Result<(), String> {
+        match owner::leash(docker, name).await {
+            Ok(l) => {
+                self.leashes_lock().insert(name.to_string(), l);
+                Ok(())
+            }
+            Err(e) => {
+                remove(docker, name).await;
+                Err(format!(
+                    "cannot attach to container {name}: {}",
+                    describe(&e)
+                ))
+            }
+        }
+    }
+
+    fn leashes_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Leash>> {
+        self.leashes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn stop(&self) {
@@ -219,6 +261,7 @@ impl Shared {
             names.extend(list.into_iter().filter_map(|c| c.id));
         }
         futures_util::future::join_all(names.iter().map(|n| remove(docker, n))).await;
+        self.leashes_lock().clear();
     }
 
     /// Runs one command in `container`.
@@ -425,6 +468,7 @@ impl Drop for TaskSandbox {
             if let Ok(docker) = shared.docker() {
                 remove(docker, &name).await;
             }
+            shared.leashes_lock().remove(&name);
             // The replica is free only once its container is gone.
             drop(permit);
         });
@@ -660,8 +704,9 @@ fn bind(host: &Path, target: &str, read_only: bool) -> Mount {
 
 /// The container of a run (or of one sub-agent): §13's mounts, the configured
 /// environment and nothing else from the host, no network unless allowed, and a main
-/// process that only waits (on a stdin that stays open) until the container is removed.
-fn container_body(s: &DockerSettings, key: &str) -> ContainerCreateBody {
+/// process that only waits on the stdin deerflow holds open (see [`owner`]): it ends, and
+/// the daemon removes the container, when deerflow closes it or dies.
+fn container_body(s: &DockerSettings, key: &str, owner: Option<&Owner>) -> ContainerCreateBody {
     let mut mounts = vec![
         bind(&s.workspace, VIRTUAL_WORKSPACE, false),
         bind(&s.workspace.join("outputs"), VIRTUAL_OUTPUTS, false),
@@ -683,6 +728,8 @@ fn container_body(s: &DockerSettings, key: &str) -> ContainerCreateBody {
     if s.user.is_some() && !s.environment.iter().any(|(k, _)| k == "HOME") {
         env.push("HOME=/tmp".to_string());
     }
+    let mut labels = HashMap::from([(LABEL.to_string(), key.to_string())]);
+    labels.extend(owner.into_iter().flat_map(Owner::labels));
     ContainerCreateBody {
         image: Some(s.image.clone()),
         entrypoint: Some(vec!["sh".to_string()]),
@@ -691,12 +738,14 @@ fn container_body(s: &DockerSettings, key: &str) -> ContainerCreateBody {
         working_dir: Some(VIRTUAL_WORKSPACE.to_string()),
         env: Some(env),
         user: s.user.clone(),
-        labels: Some(HashMap::from([(LABEL.to_string(), key.to_string())])),
+        stdin_once: Some(true),
+        labels: Some(labels),
         host_config: Some(HostConfig {
             mounts: Some(mounts),
             // `true` leaves the daemon's default network (normally `bridge`: outbound
             // access, nothing of the host's own network namespace).
             network_mode: (!s.network).then(|| "none".to_string()),
+            auto_remove: Some(true),
             ..Default::default()
         }),
         ..Default::default()
@@ -747,7 +796,12 @@ mod tests {
         let skills = tempfile::tempdir().unwrap();
         let mut s = settings();
         s.skills = Some(skills.path().to_path_buf());
-        let body = container_body(&s, "k1");
+        let me = Owner {
+            pid: 42,
+            start: 7,
+            host: "boot/pid:[1]".into(),
+        };
+        let body = container_body(&s, "k1", Some(&me));
         let host = body.host_config.clone().unwrap();
         let mounts: Vec<(String, String, bool)> = host
             .mounts
@@ -768,13 +822,26 @@ mod tests {
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(body.env, Some(vec!["A=1".to_string()]));
         assert_eq!(body.working_dir.as_deref(), Some(VIRTUAL_WORKSPACE));
-        assert_eq!(body.labels.unwrap()[LABEL], "k1");
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[LABEL], "k1");
+        assert_eq!(labels[owner::OWNER_PID], "42");
+        assert_eq!(labels[owner::OWNER_START], "7");
+        assert_eq!(labels[owner::OWNER_HOST], "boot/pid:[1]");
+        // The main process waits on the stdin deerflow holds; the daemon removes it after.
+        assert_eq!(body.cmd, Some(vec!["-c".to_string(), "read _".to_string()]));
+        assert_eq!((body.open_stdin, body.stdin_once), (Some(true), Some(true)));
+        assert_eq!(host.auto_remove, Some(true));
         assert_eq!(body.user, None);
 
         s.network = true;
         s.skills = Some("/no/such/dir".into());
         s.user = Some("1000:1000".into());
-        let body = container_body(&s, "k1");
+        let body = container_body(&s, "k1", None);
+        assert_eq!(
+            body.labels.as_ref().map(HashMap::len),
+            Some(1),
+            "no owner, no labels"
+        );
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode, None);
         assert_eq!(

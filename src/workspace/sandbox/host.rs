@@ -40,6 +40,9 @@ pub(super) async fn run(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     req.env.apply(&mut cmd);
+    if let Some(mark) = req.mark {
+        mark.apply(&mut cmd);
+    }
     // SAFETY: the closure runs in the forked child before exec and only calls setsid() and
     // prctl(), which are async-signal-safe; it touches no memory shared with the parent. A new session makes
     // the child leader of its own process group (pgid = pid), so killpg reaches everything it

@@ -23,6 +23,7 @@ pub use docker::{docker_host, DockerMount, DockerSandbox, DockerSettings};
 
 use super::child_env::ChildEnv;
 use super::process::ProcessGroups;
+use super::task_mark::TaskMark;
 
 /// One command to run.
 pub struct ExecRequest<'a> {
@@ -40,6 +41,9 @@ pub struct ExecRequest<'a> {
     /// Where the command's process group is registered while it runs, so an abrupt stop
     /// can kill it.
     pub processes: &'a ProcessGroups,
+    /// The calling sub-agent's mark, given to host processes so its timeout or cancellation
+    /// finds what they detached (`None` for the lead).
+    pub mark: Option<&'a TaskMark>,
 }
 
 /// How the command ended.
