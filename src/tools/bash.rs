@@ -70,9 +70,25 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         processes: ctx.workspace.processes(),
         mark: ctx.limits.task_mark.as_ref(),
     };
-    match ctx.limits.sandbox.exec(req).await {
-        Ok(out) => finish(out, ctx.limits.bash_output_max_chars, timeout_secs),
-        Err(e) => ToolOutput::error(format!("Error: {e}")),
+    let sandbox = ctx.limits.sandbox.kind();
+    let start = std::time::Instant::now();
+    let result = ctx.limits.sandbox.exec(req).await;
+    let ms = start.elapsed().as_millis() as u64;
+    match result {
+        Ok(out) => {
+            tracing::debug!(
+                sandbox,
+                command = %crate::text::clip(command, 200),
+                end = ?out.end,
+                ms,
+                "command"
+            );
+            finish(out, ctx.limits.bash_output_max_chars, timeout_secs)
+        }
+        Err(e) => {
+            tracing::debug!(sandbox, error = %e, ms, "command could not start");
+            ToolOutput::error(format!("Error: {e}"))
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::harness::workspace;
+use super::harness::{cassette, deerflow, workspace};
 use super::openai_http::{assert_no_key, config, run};
 use crate::support::{MockServer, Reply};
 
@@ -94,4 +94,43 @@ async fn the_level_comes_from_the_environment() {
         .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains("DEBUG"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn debug_names_each_command_with_its_sandbox_and_end() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": "echo hi; exit 3"}}]},
+            {"text": "done"}]}),
+    );
+    let out = deerflow([
+        "run",
+        "--json",
+        "--allow-bash",
+        "-C",
+        ws.path().to_str().unwrap(),
+        "-m",
+        &format!("replay:{}", c.display()),
+        "go",
+    ])
+    .env("DEERFLOW_LOG", "debug")
+    .output()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let commands = lines_with(&out.stderr, "DEBUG command ");
+    assert_eq!(commands.len(), 1, "{}", out.stderr);
+    for field in [
+        "sandbox=local",
+        "command=\"echo hi; exit 3\"",
+        "end=Exited(3)",
+        "ms=",
+    ] {
+        assert!(
+            commands[0].contains(field),
+            "{field} missing: {}",
+            commands[0]
+        );
+    }
 }

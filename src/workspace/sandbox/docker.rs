@@ -207,6 +207,7 @@ impl Shared {
             .create_container(Some(opts), body)
             .await
             .map_err(|e| format!("cannot create container {name}: {}", describe(&e)))?;
+        tracing::debug!(container = name, image = %self.settings.image, "docker sandbox: container created");
         self.leash(docker, name).await?;
         let started = docker.start_container(name, None).await;
         if self.stopped.load(Ordering::SeqCst) {
@@ -667,7 +668,7 @@ async fn remove(docker: &Docker, name: &str) {
     let opts = RemoveContainerOptionsBuilder::default().force(true).build();
     let r = tokio::time::timeout(CLEANUP_TIMEOUT, docker.remove_container(name, Some(opts))).await;
     match r {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => tracing::debug!(container = name, "docker sandbox: container removed"),
         // Already gone, or its removal already under way.
         Ok(Err(DockerError::DockerResponseServerError {
             status_code: 404 | 409,
