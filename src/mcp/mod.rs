@@ -3,7 +3,10 @@
 //! the run's `ToolRegistry` before any agent is wired → stop at the end of the run.
 
 mod child;
+mod fault;
+mod http;
 mod session;
+mod stdio;
 mod tool;
 
 use std::collections::BTreeMap;

@@ -70,7 +70,7 @@ impl McpTool {
             .await
         {
             Ok(h) => h,
-            Err(e) => return self.failed(&e.to_string()),
+            Err(e) => return self.failed(&self.session.explain(&e)),
         };
         let mut pending = Pending {
             peer: peer.clone(),
@@ -80,8 +80,8 @@ impl McpTool {
             r = handle.rx => { pending.id = None; match r {
                 Ok(Ok(ServerResult::CallToolResult(result))) => output(result),
                 Ok(Ok(other)) => self.failed(&format!("unexpected answer to tools/call: {other:?}")),
-                Ok(Err(e)) => self.failed(&e.to_string()),
-                Err(_) => self.failed("the connection to the server closed"),
+                Ok(Err(e)) => self.failed(&self.session.explain(&e)),
+                Err(_) => self.failed(&self.session.closed()),
             }},
             _ = tokio::time::sleep(Duration::from_secs_f64(self.timeout_secs)) => {
                 pending.cancel("tool_call_timeout");

@@ -13,6 +13,7 @@ mod guards;
 mod hardening;
 mod harness;
 mod mcp;
+mod mcp_transport;
 mod mock_selftest;
 mod openai_http;
 mod output_schema;
