@@ -100,12 +100,24 @@ async fn http_failures_name_the_url_and_the_cause() {
             .reply(Reply::status(500).html_body("<h1>database on fire</h1>")),
     );
     let broken = format!("http://{}/mcp", server.addr());
+    let garbled = MockServer::start().await;
+    garbled.push(
+        Rule::any()
+            .always()
+            .reply(Reply::raw_sse(vec!["data: Hello there\n\n"])),
+    );
+    let endless = MockServer::start().await;
+    let event = format!("data: {}", "x".repeat(1 << 20));
+    endless.push(Rule::any().always().reply(Reply::raw_sse(vec![event; 17])));
+    let url = |s: &MockServer| format!("http://{}/mcp", s.addr());
     let ws = workspace();
     let out = mcp_list(
         ws.path(),
         json!({
             "dead": {"type": "http", "url": dead},
             "broken": {"type": "http", "url": broken},
+            "garbled": {"type": "http", "url": url(&garbled)},
+            "endless": {"type": "http", "url": url(&endless)},
         }),
     )
     .await;
@@ -117,6 +129,15 @@ async fn http_failures_name_the_url_and_the_cause() {
     assert_eq!(
         failure(&out, "broken"),
         format!("{broken} answered HTTP 500 Internal Server Error: database on fire")
+    );
+    assert_eq!(
+        failure(&out, "garbled"),
+        "answered something that is not MCP JSON-RPC: Hello there"
+    );
+    assert!(
+        failure(&out, "endless").starts_with("sent a message larger than 16 MiB"),
+        "{}",
+        out.stdout
     );
 }
 
