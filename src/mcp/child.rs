@@ -5,10 +5,12 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::task::JoinHandle;
 
 use crate::workspace::process::{GroupRegistration, ProcessGroups};
 
@@ -17,7 +19,13 @@ pub struct ServerProcess {
     child: Child,
     pgid: i32,
     _group: GroupRegistration,
+    stderr: Option<JoinHandle<()>>,
+    last_stderr: Arc<Mutex<String>>,
 }
+
+/// The most bytes of one stderr line kept (its end): a server's stderr is read to its end
+/// whatever it writes, so it never blocks on a full pipe, but only this much is held.
+const STDERR_LINE_BYTES: usize = 4096;
 
 pub struct Spawned {
     pub process: ServerProcess,
@@ -55,27 +63,94 @@ pub fn spawn(
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(std::io::Error::other("the server's pipes were not opened"));
     };
-    if let Some(stderr) = child.stderr.take() {
-        let name = server.to_string();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                crate::logging::debug(&format!("mcp server '{name}': {line}"));
-            }
-        });
-    }
+    let last_stderr = Arc::new(Mutex::new(String::new()));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|pipe| tokio::spawn(drain_stderr(pipe, server.to_string(), last_stderr.clone())));
     Ok(Spawned {
         process: ServerProcess {
             child,
             pgid,
             _group: group,
+            stderr,
+            last_stderr,
         },
         stdin,
         stdout,
     })
 }
 
+/// Logs every stderr line at debug level and keeps the last non-blank one, reading to the
+/// end: bytes, not text (invalid UTF-8 is shown replaced), and of a line only its last
+/// [`STDERR_LINE_BYTES`].
+async fn drain_stderr(pipe: impl AsyncRead + Unpin, name: String, last: Arc<Mutex<String>>) {
+    let mut reader = BufReader::new(pipe);
+    let mut line = Vec::new();
+    let mut cut = false;
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => break,
+        };
+        let (take, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        cut |= keep_tail(&mut line, &buf[..take], STDERR_LINE_BYTES);
+        reader.consume(take + usize::from(end));
+        if end {
+            stderr_line(&name, &line, std::mem::take(&mut cut), &last);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        stderr_line(&name, &line, cut, &last);
+    }
+}
+
+/// Appends `more` to `line`, dropping from its front what goes over `max`; true if it did.
+fn keep_tail(line: &mut Vec<u8>, more: &[u8], max: usize) -> bool {
+    if more.len() >= max {
+        line.clear();
+        line.extend_from_slice(&more[more.len() - max..]);
+        return true;
+    }
+    let over = (line.len() + more.len()).saturating_sub(max);
+    line.drain(..over);
+    line.extend_from_slice(more);
+    over > 0
+}
+
+fn stderr_line(name: &str, line: &[u8], cut: bool, last: &Mutex<String>) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    let text = if cut {
+        format!("…{text}")
+    } else {
+        text.to_string()
+    };
+    crate::logging::debug(&format!("mcp server '{name}': {text}"));
+    if !text.trim().is_empty() {
+        if let Ok(mut slot) = last.lock() {
+            *slot = crate::text::escape_controls(text.trim()).into_owned();
+        }
+    }
+}
+
 impl ServerProcess {
+    /// The last non-blank line the server wrote to stderr, once its stderr ended (or
+    /// `within` passed): what a server that failed says about why.
+    pub async fn last_stderr_line(&mut self, within: Duration) -> Option<String> {
+        if let Some(reader) = self.stderr.as_mut() {
+            if tokio::time::timeout(within, reader).await.is_ok() {
+                self.stderr = None;
+            }
+        }
+        let line = self.last_stderr.lock().ok()?.clone();
+        (!line.is_empty()).then_some(line)
+    }
+
     /// How the server exited, if it does within `within` (to explain a failed start-up).
     pub async fn exit_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         tokio::time::timeout(within, self.child.wait())
@@ -88,6 +163,16 @@ impl ServerProcess {
     /// by dropping the transport), then SIGTERM and `kill_after` more, then SIGKILL. The
     /// group is killed in the end whatever happened, so nothing the server started stays.
     pub async fn stop(mut self, grace: Duration, kill_after: Duration) {
+        self.halt(grace, kill_after).await;
+    }
+
+    /// Stops a server that failed to start at once, and returns its last stderr line.
+    pub async fn fail(mut self) -> Option<String> {
+        self.halt(Duration::ZERO, Duration::ZERO).await;
+        self.last_stderr_line(Duration::from_millis(300)).await
+    }
+
+    async fn halt(&mut self, grace: Duration, kill_after: Duration) {
         let exited = tokio::time::timeout(grace, self.child.wait()).await.is_ok();
         if !exited {
             signal_group(self.pgid, libc::SIGTERM);
@@ -119,6 +204,22 @@ fn signal_group(pgid: i32, sig: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stderr_is_read_to_its_end_whatever_it_holds() {
+        let mut input = b"\xff\xfe bad\n".to_vec();
+        input.extend(std::iter::repeat_n(b'y', 3 << 20));
+        input.extend(b"tail\n\nlast words\r\n\n");
+        let last = Arc::new(Mutex::new(String::new()));
+        drain_stderr(&input[..], "t".into(), last.clone()).await;
+        assert_eq!(*last.lock().unwrap(), "last words");
+        let mut line = b"abc".to_vec();
+        assert!(!keep_tail(&mut line, b"de", 5));
+        assert!(keep_tail(&mut line, b"fg", 5));
+        assert_eq!(line, b"cdefg");
+        assert!(keep_tail(&mut line, b"0123456", 5));
+        assert_eq!(line, b"23456");
+    }
 
     #[tokio::test]
     async fn stop_closes_then_terminates_then_kills_the_group() {

@@ -3,9 +3,12 @@
 //! the run's `ToolRegistry` before any agent is wired → stop at the end of the run.
 
 mod child;
+mod fault;
+mod http;
 mod names;
 mod result;
 mod session;
+mod stdio;
 mod tool;
 
 use std::collections::{BTreeMap, HashSet};

@@ -1,20 +1,25 @@
 //! One server's session: connect (spawn or HTTP), `initialize`, `tools/list`, and stop.
 //! The session is shared by every agent of the run; rmcp multiplexes concurrent requests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientInfo, Implementation, ProtocolVersion};
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+    StreamableHttpClientTransportConfig, StreamableHttpClientWorker,
 };
+use rmcp::transport::WorkerTransport;
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::child::{spawn, ServerProcess};
+use super::fault::{self, Fault};
+use super::http::BoundedHttp;
+use super::stdio::LineTransport;
 use crate::config::{McpServer, McpTransport};
 use crate::workspace::process::ProcessGroups;
 
@@ -57,6 +62,8 @@ pub struct Session {
     peer: Peer<RoleClient>,
     service: Mutex<Option<RunningService<RoleClient, Client>>>,
     process: Mutex<Option<ServerProcess>>,
+    /// Why its transport gave up, once it did.
+    fault: Fault,
 }
 
 /// deerflow's side of a session: who it is, and what it does with the server's notices.
@@ -99,18 +106,11 @@ fn client_info() -> ClientInfo {
 }
 
 /// Starts `server` and lists its tools within its `session_init_timeout`. On failure
-/// nothing of it is left running.
+/// nothing of it is left running, and the error says in one line what failed and why.
 pub async fn connect(
     server: &McpServer,
     ctx: &StartContext,
 ) -> Result<(Arc<Session>, Vec<rmcp::model::Tool>), String> {
-    let limit = Duration::from_secs_f64(server.session_init_timeout);
-    let timed_out = || {
-        format!(
-            "no answer to initialize and tools/list within {} s (session_init_timeout)",
-            crate::text::secs(server.session_init_timeout)
-        )
-    };
     match &server.transport {
         McpTransport::Stdio {
             command,
@@ -118,75 +118,157 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let mut full_env: Vec<(String, String)> = ctx
-                .base_env
-                .vars()
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string_lossy().into_owned(),
-                        v.to_string_lossy().into_owned(),
-                    )
-                })
-                .collect();
-            full_env.retain(|(k, _)| !env.iter().any(|(e, _)| e == k));
-            full_env.extend(env.iter().cloned());
             let dir = cwd
                 .as_deref()
                 .map_or_else(|| ctx.workspace.clone(), |c| ctx.workspace.join(c));
-            let spawned = spawn(&server.name, command, args, &full_env, &dir, &ctx.groups)
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            usable_dir(&dir)?;
+            let env = server_env(ctx, env);
+            let spawned = spawn(&server.name, command, args, &env, &dir, &ctx.groups)
+                .map_err(|e| spawn_error(command, &e))?;
             let mut process = spawned.process;
-            let started = tokio::time::timeout(limit, async {
-                let service = client(server)
-                    .serve((spawned.stdout, spawned.stdin))
-                    .await
-                    .map_err(|e| format!("initialize failed: {e}"))?;
-                let tools = list(&service).await?;
-                Ok::<_, String>((service, tools))
-            })
-            .await;
-            match started {
-                Ok(Ok((service, tools))) => Ok((session(server, service, Some(process)), tools)),
+            let fault = Fault::default();
+            let transport = LineTransport::new(spawned.stdout, spawned.stdin, fault.clone());
+            match tokio::time::timeout(init_limit(server), handshake(server, transport, &fault))
+                .await
+            {
+                Ok(Ok((service, tools))) => {
+                    Ok((session(server, service, Some(process), fault), tools))
+                }
                 Ok(Err(e)) => {
-                    // A server that died says more by its exit (its stderr is at debug level).
+                    // What it sent says more than how it ended; how it ended more than rmcp.
                     let exited = process.exit_status(Duration::from_millis(300)).await;
-                    process.stop(Duration::ZERO, Duration::ZERO).await;
-                    Err(match exited {
-                        Some(status) => format!(
-                            "`{command}` exited ({status}) before answering; \
-                             DEERFLOW_LOG=debug shows its stderr"
-                        ),
-                        None => e,
-                    })
+                    let why = match (fault.get(), exited) {
+                        (Some(said), _) => said,
+                        (None, Some(status)) => {
+                            format!("`{command}` {} before answering", exit_text(status))
+                        }
+                        (None, None) => e,
+                    };
+                    Err(with_stderr(why, process.fail().await))
                 }
-                Err(_) => {
-                    process.stop(Duration::ZERO, Duration::ZERO).await;
-                    Err(timed_out())
-                }
+                Err(_) => Err(with_stderr(timed_out(server), process.fail().await)),
             }
         }
         McpTransport::Http { url, headers } => {
-            let http = http_client(headers)?;
-            let transport = StreamableHttpClientTransport::with_client(
-                http,
+            let fault = Fault::default();
+            let stop = CancellationToken::new();
+            let client = BoundedHttp {
+                client: http_client(headers)?,
+                fault: fault.clone(),
+                stop: stop.clone(),
+            };
+            let worker = StreamableHttpClientWorker::new(
+                client,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
-            let started = tokio::time::timeout(limit, async {
-                let service = client(server)
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("initialize failed at {url}: {e}"))?;
-                let tools = list(&service).await?;
-                Ok::<_, String>((service, tools))
-            })
-            .await;
-            match started {
-                Ok(Ok((service, tools))) => Ok((session(server, service, None), tools)),
+            let transport = WorkerTransport::spawn_with_ct(worker, stop);
+            match tokio::time::timeout(init_limit(server), handshake(server, transport, &fault))
+                .await
+            {
+                Ok(Ok((service, tools))) => Ok((session(server, service, None, fault), tools)),
                 Ok(Err(e)) => Err(e),
-                Err(_) => Err(timed_out()),
+                Err(_) => Err(timed_out(server)),
             }
         }
+    }
+}
+
+fn init_limit(server: &McpServer) -> Duration {
+    Duration::from_secs_f64(server.session_init_timeout)
+}
+
+fn timed_out(server: &McpServer) -> String {
+    format!(
+        "no answer to initialize and tools/list within {} s (session_init_timeout)",
+        crate::text::secs(server.session_init_timeout)
+    )
+}
+
+/// `initialize`, then every page of `tools/list`.
+async fn handshake<T, E, A>(
+    server: &McpServer,
+    transport: T,
+    fault: &Fault,
+) -> Result<(RunningService<RoleClient, Client>, Vec<rmcp::model::Tool>), String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let service = client(server)
+        .serve(transport)
+        .await
+        .map_err(|e| fault::init_error(&e, fault))?;
+    // `list_all_tools` follows `nextCursor` until the last page.
+    let tools = service
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {}", fault::service_error(&e, fault)))?;
+    Ok((service, tools))
+}
+
+/// What a stdio server inherits (contract §6), with its own `env` on top.
+fn server_env(ctx: &StartContext, own: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = ctx
+        .base_env
+        .vars()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    env.retain(|(k, _)| !own.iter().any(|(e, _)| e == k));
+    env.extend(own.iter().cloned());
+    env
+}
+
+/// A missing `cwd` is named as such, not blamed on the command.
+fn usable_dir(dir: &Path) -> Result<(), String> {
+    let shown = crate::text::escape_controls(&dir.to_string_lossy()).into_owned();
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("cwd {shown} is not a directory")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("cwd {shown} does not exist"))
+        }
+        Err(e) => Err(format!("cwd {shown} cannot be used: {e}")),
+    }
+}
+
+fn spawn_error(command: &str, err: &std::io::Error) -> String {
+    let shown = crate::text::escape_controls(command);
+    match err.kind() {
+        std::io::ErrorKind::NotFound if command.contains('/') => {
+            format!("command `{shown}` does not exist")
+        }
+        std::io::ErrorKind::NotFound => format!("command `{shown}` was not found on its PATH"),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("command `{shown}` cannot be run (permission denied)")
+        }
+        _ => format!("cannot start `{shown}`: {err}"),
+    }
+}
+
+/// `exited with status 3`, `was killed by signal 9`.
+fn exit_text(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        (None, None) => "exited".into(),
+    }
+}
+
+/// `why`, with the server's last stderr line when it wrote one.
+fn with_stderr(why: String, last: Option<String>) -> String {
+    match last {
+        Some(line) => format!(
+            "{why}; its last stderr line: {}",
+            crate::text::clip(&line, 300)
+        ),
+        None => why,
     }
 }
 
@@ -196,29 +278,23 @@ fn client(server: &McpServer) -> Client {
     }
 }
 
-async fn list(
-    service: &RunningService<RoleClient, Client>,
-) -> Result<Vec<rmcp::model::Tool>, String> {
-    // `list_all_tools` follows `nextCursor` until the last page.
-    service
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {e}"))
-}
-
 fn session(
     server: &McpServer,
     service: RunningService<RoleClient, Client>,
     process: Option<ServerProcess>,
+    fault: Fault,
 ) -> Arc<Session> {
     Arc::new(Session {
         name: server.name.clone(),
         peer: service.peer().clone(),
         service: Mutex::new(Some(service)),
         process: Mutex::new(process),
+        fault,
     })
 }
 
+/// The server's client: deerflow's one outbound policy (`outbound_client`) and its headers,
+/// marked sensitive.
 fn http_client(headers: &[(String, String)]) -> Result<reqwest::Client, String> {
     let mut map = reqwest::header::HeaderMap::new();
     for (k, v) in headers {
@@ -230,16 +306,25 @@ fn http_client(headers: &[(String, String)]) -> Result<reqwest::Client, String> 
         value.set_sensitive(true);
         map.insert(name, value);
     }
-    reqwest::Client::builder()
+    crate::model::http::outbound_client(Duration::from_secs(10))
         .default_headers(map)
-        .connect_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
 }
 
 impl Session {
     pub fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
+    }
+
+    /// Why a request failed, in the user's words.
+    pub fn explain(&self, err: &ServiceError) -> String {
+        fault::service_error(err, &self.fault)
+    }
+
+    /// Why no answer will come: the connection closed, and what the transport knows of why.
+    pub fn closed(&self) -> String {
+        fault::closed(&self.fault)
     }
 
     /// Ends the session: the transport closes (a stdio server's stdin with it), then the

@@ -70,7 +70,7 @@ impl McpTool {
             .await
         {
             Ok(h) => h,
-            Err(e) => return self.failed(&e.to_string()),
+            Err(e) => return self.failed(&self.session.explain(&e)),
         };
         let mut pending = Pending {
             peer: peer.clone(),
@@ -84,8 +84,8 @@ impl McpTool {
                     Ok(v) => super::result::output(&v),
                     Err(e) => self.failed(&format!("unreadable answer to tools/call: {e}")),
                 },
-                Ok(Err(e)) => self.failed(&e.to_string()),
-                Err(_) => self.failed("the connection to the server closed"),
+                Ok(Err(e)) => self.failed(&self.session.explain(&e)),
+                Err(_) => self.failed(&self.session.closed()),
             }},
             _ = tokio::time::sleep(Duration::from_secs_f64(self.timeout_secs)) => {
                 pending.cancel("tool_call_timeout");

@@ -172,9 +172,20 @@ fn fresh_client(settings: &HttpSettings, provider: &str) -> Result<reqwest::Clie
 }
 
 fn client_builder(settings: &HttpSettings) -> reqwest::ClientBuilder {
+    outbound_client(settings.connect_timeout)
+}
+
+/// Where every outbound HTTP client of deerflow starts (model providers, MCP servers): one
+/// policy for all — the connect timeout, and redirects only within the origin (§12).
+pub fn outbound_client(connect_timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
-        .connect_timeout(settings.connect_timeout)
+        .connect_timeout(connect_timeout)
         .redirect(same_origin_redirects())
+}
+
+/// The refusal of a cross-origin redirect in `err`, in a user's words (naming the target).
+pub fn refused_redirect(err: &reqwest::Error) -> Option<String> {
+    find_source::<CrossOrigin>(err).map(ToString::to_string)
 }
 
 fn client_error(provider: &str, err: &reqwest::Error) -> ModelError {
@@ -227,7 +238,7 @@ impl std::fmt::Display for CrossOrigin {
 impl std::error::Error for CrossOrigin {}
 
 /// A URL without its user and password.
-fn redact_url(url: &reqwest::Url) -> String {
+pub fn redact_url(url: &reqwest::Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);
@@ -397,10 +408,10 @@ impl StreamCall<'_> {
     /// A request that got no response at all: refused, reset, DNS, TLS, connect timeout,
     /// or a redirect deerflow would not follow.
     fn send_error(&self, err: &reqwest::Error) -> ModelError {
-        if let Some(cross) = find_source::<CrossOrigin>(err) {
+        if let Some(message) = refused_redirect(err) {
             return ModelError::Refused {
                 provider: self.provider.to_string(),
-                message: cross.to_string(),
+                message,
             };
         }
         let message = if err.is_timeout() {

@@ -12,7 +12,7 @@ use crate::support::{MockServer, Reply};
 
 /// The test server's interpreter, as an absolute path (the binary's environment is clean,
 /// so a version manager's shim may not work there). `None` skips the test with a notice.
-fn python() -> Option<String> {
+pub(super) fn python() -> Option<String> {
     let out = std::process::Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
         .output()
@@ -25,12 +25,12 @@ fn python() -> Option<String> {
     Some(exe)
 }
 
-fn server_script() -> String {
+pub(super) fn server_script() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/mcp_server.py").to_string()
 }
 
 /// One `mcp_servers` entry (YAML flow mapping) for the test server; `extra` is appended.
-fn entry(py: &str, env: &str, extra: &str) -> String {
+pub(super) fn entry(py: &str, env: &str, extra: &str) -> String {
     format!(
         "{{command: \"{py}\", args: [\"{}\"], env: {{{env}}}{extra}}}",
         server_script()
@@ -38,7 +38,7 @@ fn entry(py: &str, env: &str, extra: &str) -> String {
 }
 
 /// The mock-model config with `servers` (`name: entry` lines) under `mcp_servers:`.
-fn config_with(dir: &Path, url: &str, servers: &[(&str, String)]) -> PathBuf {
+pub(super) fn config_with(dir: &Path, url: &str, servers: &[(&str, String)]) -> PathBuf {
     let path = config(dir, "openai", url, ", max_retries: 0");
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("mcp_servers:\n");
@@ -60,7 +60,7 @@ fn tool_names(req: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn result_of<'a>(out: &'a Output, id: &str) -> &'a Value {
+pub(super) fn result_of<'a>(out: &'a Output, id: &str) -> &'a Value {
     out.events
         .iter()
         .find(|e| e["type"] == "tool_result" && e["call_id"] == id)
@@ -479,7 +479,10 @@ async fn mcp_list_shows_tools_and_failures() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(
         out.stdout.contains("t: failed to start: `")
-            && out.stdout.contains("exited (exit status: 1)"),
+            && out.stdout.contains("exited with status 1 before answering")
+            && out
+                .stdout
+                .contains("its last stderr line: test server: crashing on purpose"),
         "{}",
         out.stdout
     );

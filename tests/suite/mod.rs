@@ -15,6 +15,7 @@ mod harness;
 mod logs;
 mod mcp;
 mod mcp_config;
+mod mcp_transport;
 mod mock_selftest;
 mod openai_http;
 mod output_schema;
