@@ -118,3 +118,18 @@ async fn the_readme_structured_answer_runs_offline_and_pipes_into_jq() {
     assert_eq!(retries.len(), 1);
     assert_eq!(out.completed()["final_output"], answer);
 }
+
+#[test]
+fn the_pipeline_example_exits_with_deerflows_code() {
+    // A CI step copied from pipeline.sh must go red when the run did not succeed.
+    let out = std::process::Command::new("bash")
+        .arg(example("pipeline.sh"))
+        .arg(super::harness::BIN)
+        .env_remove("DEERFLOW_CONFIG")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("exit code: 3"), "{stdout}");
+    assert!(stdout.contains("a sub-agent failed:"), "{stdout}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+}

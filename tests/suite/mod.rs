@@ -28,3 +28,4 @@ mod subagents;
 mod subagents_http;
 mod thinking;
 mod tools_cli;
+mod user_reports;

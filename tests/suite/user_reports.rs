@@ -1,0 +1,115 @@
+//! What a run tells its user about its own setup: warnings for settings that do nothing,
+//! errors that name what the user typed.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::harness::{cassette, deerflow, workspace};
+
+/// A directory holding an executable `bwrap` that is never run (a run without bash does
+/// not start it), so `sandbox.use: confined` passes its check on any machine.
+fn fake_bwrap(dir: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let b = bin.join("bwrap");
+    std::fs::write(&b, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn confined_without_allow_bash_warns_once() {
+    let ws = workspace();
+    let path = fake_bwrap(ws.path());
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "done"}]}));
+    let m = format!("replay:{}", c.display());
+    let args = [
+        "run",
+        "--set",
+        "sandbox.use=confined",
+        "-m",
+        &m,
+        "--json",
+        "go",
+    ];
+    let out = deerflow(args)
+        .env("PATH", &path)
+        .cwd(ws.path())
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let w: Vec<_> = out
+        .of_type("warning")
+        .into_iter()
+        .filter(|w| w["code"] == "sandbox_unused")
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", out.events);
+    assert!(w[0]["message"].as_str().unwrap().contains("--allow-bash"));
+
+    let human = deerflow(["run", "--set", "sandbox.use=confined", "-m", &m, "go"])
+        .env("PATH", &path)
+        .cwd(ws.path())
+        .output()
+        .await;
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert_eq!(
+        human.stderr.matches("--allow-bash").count(),
+        1,
+        "{}",
+        human.stderr
+    );
+
+    let allowed = deerflow([
+        "run",
+        "--allow-bash",
+        "--set",
+        "sandbox.use=confined",
+        "-m",
+        &m,
+        "--json",
+        "go",
+    ])
+    .env("PATH", &path)
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert!(
+        !allowed.stdout.contains("sandbox_unused"),
+        "{}",
+        allowed.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_model_is_named_as_typed() {
+    // Port 9 (discard) has no listener here: the connection is refused at once.
+    let out = deerflow(["run", "-m", "openai:gpt-x", "--json", "go"])
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .json()
+        .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let error = out.completed()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.starts_with("cannot reach openai:gpt-x: http://127.0.0.1:9/"),
+        "{error}"
+    );
+    for w in out
+        .of_type("warning")
+        .iter()
+        .filter(|w| w["code"] == "model_retry")
+    {
+        assert!(
+            w["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("cannot reach openai:gpt-x: "),
+            "{w}"
+        );
+    }
+}
