@@ -113,3 +113,42 @@ async fn an_unreachable_model_is_named_as_typed() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_subagent_model_is_refused_by_run_and_config_check_alike() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "done"}]}));
+    for agents in [
+        "agents: {general-purpose: {model: \"\"}}",
+        "custom_agents: {r: {description: d, system_prompt: p, model: \" \"}}",
+    ] {
+        let cfg = ws.path().join("deerflow.yaml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "models:\n  - {{name: demo, use: replay, cassette: {}}}\nsubagents:\n  {agents}\n",
+                c.display()
+            ),
+        )
+        .unwrap();
+        let cfg = cfg.to_str().unwrap();
+        for args in [
+            vec!["-c", cfg, "run", "--json", "go"],
+            vec!["-c", cfg, "config", "check"],
+        ] {
+            let out = deerflow(&args).cwd(ws.path()).output().await;
+            assert_eq!(
+                out.code, 78,
+                "{args:?} {agents}: {}{}",
+                out.stdout, out.stderr
+            );
+            assert_eq!(out.stdout, "", "{args:?}");
+            assert!(
+                out.stderr
+                    .contains(".model: must not be empty: use `inherit`"),
+                "{}",
+                out.stderr
+            );
+        }
+    }
+}
