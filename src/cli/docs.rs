@@ -7,7 +7,8 @@ use clap::CommandFactory;
 use super::Cli;
 use crate::outcome::{EXIT_FAILED, EXIT_OK, EXIT_SIGPIPE};
 
-/// Prints text to stdout; a closed stdout is exit 141.
+/// Prints text to stdout; a closed stdout is exit 141, any other write error (a full disk)
+/// exit 1 with one line on stderr (§12).
 pub fn print(text: &str) -> i32 {
     let mut out = std::io::stdout().lock();
     let line = if text.ends_with('\n') {
@@ -17,7 +18,11 @@ pub fn print(text: &str) -> i32 {
     };
     match out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => EXIT_OK,
-        Err(_) => EXIT_SIGPIPE,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_SIGPIPE,
+        Err(e) => {
+            crate::logging::stderr_line(&format!("deerflow: cannot write to stdout: {e}"));
+            EXIT_FAILED
+        }
     }
 }
 
