@@ -27,7 +27,7 @@ pub async fn main() -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::run(*args, cli.config, run_id).await,
-        Command::Agents { json } => agents::agents(cli.config, json),
+        Command::Agents { json, overrides } => agents::agents(cli.config, overrides, json),
         Command::Config { action } => config_cmd::config(cli.config, action),
         Command::Schema => docs::print(
             &serde_json::to_string_pretty(&crate::schema::event_schema()).unwrap_or_default(),

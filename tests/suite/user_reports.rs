@@ -152,3 +152,85 @@ async fn an_empty_subagent_model_is_refused_by_run_and_config_check_alike() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_and_agents_take_set_and_mcp_config_as_run_does() {
+    let ws = workspace();
+    let cfg = ws.path().join("deerflow.yaml");
+    std::fs::write(
+        &cfg,
+        "models:\n  - {name: a, use: openai, model: x, api_key: k}\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["-c", cfg, "config", "check"];
+        args.extend_from_slice(extra);
+        deerflow(args).cwd(ws.path()).text()
+    };
+    assert_eq!(check(&[]).await.code, 0);
+    let bad = check(&["--set", "subagents.max_concurrent=0"]).await;
+    assert_eq!(bad.code, 78, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("subagents.max_concurrent"),
+        "{}",
+        bad.stderr
+    );
+    let missing = check(&["--mcp-config", "nowhere.json"]).await;
+    assert_eq!(missing.code, 78, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("nowhere.json"),
+        "{}",
+        missing.stderr
+    );
+    std::fs::write(
+        ws.path().join("mcp.json"),
+        r#"{"mcpServers": {"s": {"command": "true", "env": {"T": "$DF_TEST_UNSET_MCP"}}}}"#,
+    )
+    .unwrap();
+    let unset = check(&["--mcp-config", "mcp.json"]).await;
+    assert_eq!(unset.code, 78, "{}", unset.stderr);
+    assert!(
+        unset.stderr.contains("DF_TEST_UNSET_MCP"),
+        "{}",
+        unset.stderr
+    );
+
+    let typo = check(&["--set", "models.0.temprature=0.5"]).await;
+    assert_eq!(typo.code, 0, "{}", typo.stderr);
+    assert!(
+        typo.stderr
+            .contains("models[0].temprature (did you mean `temperature`?)"),
+        "{}",
+        typo.stderr
+    );
+
+    let agents = deerflow([
+        "-c",
+        cfg,
+        "agents",
+        "--json",
+        "--set",
+        "subagents.timeout_seconds=61",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
+    assert_eq!(agents.code, 0, "{}", agents.stderr);
+    let list: serde_json::Value = serde_json::from_str(&agents.stdout).unwrap();
+    assert_eq!(list[0]["timeout_seconds"], 61.0, "{list}");
+    let show = deerflow([
+        "-c",
+        cfg,
+        "config",
+        "show",
+        "--json",
+        "--set",
+        "subagents.max_concurrent=5",
+    ])
+    .cwd(ws.path())
+    .text()
+    .await;
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(shown["subagents"]["max_concurrent"], 5, "{shown}");
+}
