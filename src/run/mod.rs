@@ -129,9 +129,9 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     // The files are whole before `run_completed` says so: a consumer reads them on that line.
-    let (early, late): (Vec<_>, Vec<_>) = outputs(&spec, status, final_message.as_deref())
+    let (late, early): (Vec<_>, Vec<_>) = outputs(&spec, status, final_message.as_deref())
         .into_iter()
-        .partition(|o| !output_file::is_stdout(&o.path));
+        .partition(|o| output_file::after_the_stream(&o.path));
     let (status, error) = match write_outputs(&early) {
         None => (status, error),
         Some(why) => {
@@ -168,7 +168,8 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         // decided `run_completed` had it come earlier.
         code = exit_code(status, control.cause(), &tasks);
     }
-    // Our own stdout (`-o /dev/stdout`) follows the stream it carries.
+    // Our own stdout (`-o /dev/stdout`) follows the stream it carries; a FIFO waits for
+    // its reader, who may read the stream first.
     if let Some(why) = write_outputs(&late) {
         crate::logging::stderr_line(&format!("deerflow: {why}"));
         if matches!(code, 0 | 3..=8) {

@@ -114,9 +114,20 @@ fn own_descriptor(path: &Path) -> Option<i32> {
     n.parse().ok()
 }
 
-/// Whether `path` is where this process's stdout goes: then it is written only once the
-/// event stream has been written, after it.
-pub fn is_stdout(path: &Path) -> bool {
+/// Whether `path` is written after the event stream rather than before `run_completed`:
+/// this process's own stdout (the answer follows the stream it carries), and a FIFO or a
+/// socket, whose reader may be the one reading the stream to its end first.
+pub fn after_the_stream(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    is_stdout(path)
+        || std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_socket()
+        })
+}
+
+/// Whether `path` is where this process's stdout goes.
+fn is_stdout(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = std::fs::metadata(path) else {
         return false;
