@@ -1,3 +1,20 @@
+# -m/--model: provider prefixes (contract §1) and the models of the config in use.
+_deerflow_models() {
+    local cur="$1" i cfg=() names
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            -c|--config) cfg=(-c "${COMP_WORDS[i+1]}") ;;
+        esac
+    done
+    names="$(command "${COMP_WORDS[0]}" "${cfg[@]}" config show 2>/dev/null \
+        | awk '/^models:/ {m = 1; next} /^[^ -]/ {m = 0} m && /^- name: / {print $3}')"
+    COMPREPLY=($(compgen -W "openai: anthropic: gemini: replay: ${names}" -- "${cur}"))
+    # A provider prefix is the start of a word, not a word.
+    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == *: ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+}
+
 _deerflow() {
     local i cur prev opts cmd
     COMPREPLY=()
@@ -132,12 +149,20 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__agents)
-            opts="-c -h --json --config --help"
+            opts="-c -h --json --set --mcp-config --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mcp-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -198,12 +223,20 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__config__subcmd__check)
-            opts="-c -h --json --config --help"
+            opts="-c -h --json --set --mcp-config --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mcp-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -276,12 +309,20 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__config__subcmd__show)
-            opts="-c -h --json --config --help"
+            opts="-c -h --json --set --mcp-config --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mcp-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -597,11 +638,11 @@ _deerflow() {
                     return 0
                     ;;
                 --model)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    _deerflow_models "${cur}"
                     return 0
                     ;;
                 -m)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    _deerflow_models "${cur}"
                     return 0
                     ;;
                 --max-concurrent)
@@ -713,7 +754,7 @@ _deerflow() {
 }
 
 if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
-    complete -F _deerflow -o nosort -o bashdefault -o default deerflow
+    complete -F _deerflow -o filenames -o nosort -o bashdefault -o default deerflow
 else
-    complete -F _deerflow -o bashdefault -o default deerflow
+    complete -F _deerflow -o filenames -o bashdefault -o default deerflow
 fi

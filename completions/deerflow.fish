@@ -62,6 +62,8 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l allow-bash -d 
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l no-subagents -d 'The lead agent gets no task tool'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s q -l quiet -d 'No progress display on stderr'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s h -l help -d 'Print help'
+complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -l set -d 'Override a config key by dotted path, as `run --set` does; repeatable' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object, as `run --mcp-config` reads them; repeatable' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -l json -d 'Print JSON instead of a table'
 complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -s h -l help -d 'Print help'
@@ -70,9 +72,13 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand config; and not __fish
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and not __fish_seen_subcommand_from check show help" -f -a "check" -d 'Validate the config: exit 0, or 78 listing every problem'
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and not __fish_seen_subcommand_from check show help" -f -a "show" -d 'Print the merged config with secrets redacted'
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and not __fish_seen_subcommand_from check show help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from check" -l set -d 'Override a config key by dotted path, as `run --set` does; repeatable' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from check" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object, as `run --mcp-config` reads them; repeatable' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from check" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from check" -l json -d 'Print the report as JSON'
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from check" -s h -l help -d 'Print help'
+complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from show" -l set -d 'Override a config key by dotted path, as `run --set` does; repeatable' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from show" -l mcp-config -d 'MCP servers from a JSON file with an `mcpServers` object, as `run --mcp-config` reads them; repeatable' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from show" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from show" -l json -d 'Print JSON instead of YAML'
 complete -c deerflow -n "__fish_deerflow_using_subcommand config; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'

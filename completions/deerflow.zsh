@@ -68,6 +68,8 @@ _arguments "${_arguments_options[@]}" : \
 ;;
 (agents)
 _arguments "${_arguments_options[@]}" : \
+'*--set=[Override a config key by dotted path, as \`run --set\` does; repeatable]:KEY=VALUE:_default' \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object, as \`run --mcp-config\` reads them; repeatable]:FILE:_files' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[Print JSON instead of a table]' \
@@ -93,6 +95,8 @@ _arguments "${_arguments_options[@]}" : \
         case $line[1] in
             (check)
 _arguments "${_arguments_options[@]}" : \
+'*--set=[Override a config key by dotted path, as \`run --set\` does; repeatable]:KEY=VALUE:_default' \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object, as \`run --mcp-config\` reads them; repeatable]:FILE:_files' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[Print the report as JSON]' \
@@ -102,6 +106,8 @@ _arguments "${_arguments_options[@]}" : \
 ;;
 (show)
 _arguments "${_arguments_options[@]}" : \
+'*--set=[Override a config key by dotted path, as \`run --set\` does; repeatable]:KEY=VALUE:_default' \
+'*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object, as \`run --mcp-config\` reads them; repeatable]:FILE:_files' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[Print JSON instead of YAML]' \

@@ -2,6 +2,7 @@
 # A pipeline step with deerflow: run, keep the event log, branch on the exit code, and pull
 # figures out of the stream with jq. Offline: uses the replay cassettes in this folder.
 # Usage: examples/pipeline.sh [path/to/deerflow]
+# It exits with deerflow's own code, so a CI step built from it fails when the run did.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 deerflow="${1:-deerflow}"
@@ -21,3 +22,4 @@ esac
 jq -r 'select(.type=="task_timed_out") | "  \(.task_id): \(.error)"' "$log"
 jq -r 'select(.type=="run_completed") | "tokens: \(.usage.total_tokens), tasks: \(.tasks)"' "$log"
 rm -f "$log"
+exit "$code"

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
+use super::args::ConfigOverrides;
 use super::docs::print;
 use super::{config_error, load_warnings, warning};
 use crate::config;
@@ -11,16 +12,8 @@ use crate::subagent::registry::{effective_types, subagent_tools, RegistryInputs}
 use crate::subagent::SubagentType;
 use crate::tools::registry::ToolRegistry;
 
-pub fn agents(config_path: Option<PathBuf>, as_json: bool) -> i32 {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let loaded = match config::load(&config::LoadOptions {
-        explicit: config_path,
-        sets: Vec::new(),
-        cwd,
-        providers: crate::model::registry::providers(),
-        mcp_configs: Vec::new(),
-        model: None,
-    }) {
+pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json: bool) -> i32 {
+    let loaded = match config::load(&overrides.load_options(config_path)) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };

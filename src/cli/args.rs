@@ -34,6 +34,8 @@ pub enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        overrides: ConfigOverrides,
     },
     /// Validate the config, or print the merged config (secrets redacted)
     Config {
@@ -77,13 +79,30 @@ pub enum ConfigAction {
         /// Print the report as JSON
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        overrides: ConfigOverrides,
     },
     /// Print the merged config with secrets redacted
     Show {
         /// Print JSON instead of YAML
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        overrides: ConfigOverrides,
     },
+}
+
+/// The config sources `run` layers over the file, for the commands that look at a config:
+/// a CI job checks exactly what it will run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigOverrides {
+    /// Override a config key by dotted path, as `run --set` does; repeatable
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = crate::config::parse_set)]
+    pub set: Vec<crate::config::SetOverride>,
+    /// MCP servers from a JSON file with an `mcpServers` object, as `run --mcp-config`
+    /// reads them; repeatable
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -220,6 +239,21 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
         return Err(format!("'{s}' is longer than a year (31536000 s)"));
     }
     Ok(secs)
+}
+
+impl ConfigOverrides {
+    /// How the config is loaded: as `run` loads it, without `--model` (these commands
+    /// look at every model).
+    pub fn load_options(&self, explicit: Option<PathBuf>) -> crate::config::LoadOptions {
+        crate::config::LoadOptions {
+            explicit,
+            sets: self.set.clone(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            providers: crate::model::registry::providers(),
+            mcp_configs: self.mcp_config.clone(),
+            model: None,
+        }
+    }
 }
 
 #[cfg(test)]

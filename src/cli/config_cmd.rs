@@ -11,16 +11,9 @@ use crate::config;
 use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
 pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let opts = config::LoadOptions {
-        explicit: config_path,
-        sets: Vec::new(),
-        cwd,
-        providers: crate::model::registry::providers(),
-        mcp_configs: Vec::new(),
-        model: None,
-    };
-    if let ConfigAction::Check { json } = action {
+    let (ConfigAction::Check { overrides, .. } | ConfigAction::Show { overrides, .. }) = &action;
+    let opts = overrides.load_options(config_path);
+    if let ConfigAction::Check { json, .. } = action {
         return check(&opts, json);
     }
     let loaded = match config::load(&opts) {
@@ -30,10 +23,10 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     load_warnings(&loaded);
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
-        ConfigAction::Show { json: true } => {
+        ConfigAction::Show { json: true, .. } => {
             print(&serde_json::to_string_pretty(&config::show_json(&loaded)).unwrap_or_default())
         }
-        ConfigAction::Show { json: false } => print(&config::show_yaml(&loaded)),
+        ConfigAction::Show { json: false, .. } => print(&config::show_yaml(&loaded)),
     }
 }
 

@@ -15,8 +15,6 @@ use clap::Parser;
 pub use args::Cli;
 use args::Command;
 
-use crate::outcome::EXIT_OK;
-
 /// Parses the command line and runs the command; returns the exit code.
 pub async fn main() -> i32 {
     // Every log line from here on carries the trace id and the level the environment sets,
@@ -29,7 +27,7 @@ pub async fn main() -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::run(*args, cli.config, run_id).await,
-        Command::Agents { json } => agents::agents(cli.config, json),
+        Command::Agents { json, overrides } => agents::agents(cli.config, overrides, json),
         Command::Config { action } => config_cmd::config(cli.config, action),
         Command::Schema => docs::print(
             &serde_json::to_string_pretty(&crate::schema::event_schema()).unwrap_or_default(),
@@ -44,10 +42,8 @@ pub async fn main() -> i32 {
 
 fn clap_error(e: clap::Error) -> i32 {
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            EXIT_OK
-        }
+        // Through `print`, so that a full disk or a closed pipe gets its exit code.
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => docs::print(&e.render().to_string()),
         // clap answers a missing subcommand with the whole help text; its first line would
         // be the command's description, which says nothing about the mistake.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {

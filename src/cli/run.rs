@@ -16,6 +16,7 @@ use crate::agent::tool_results::ToolResultStore;
 use crate::agent::ContextPolicy;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo};
+use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
 use crate::model::{registry, StopRules};
@@ -70,6 +71,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
     let mut warnings = config_warnings(&loaded);
+    warnings.extend(unused_sandbox_warning(&cfg.sandbox, allow_bash));
     warnings.extend(
         skill_warnings
             .into_iter()
@@ -247,6 +249,19 @@ fn config_warnings(loaded: &LoadedConfig) -> Vec<(String, String)> {
         .chain(tool_name_warnings(&loaded.config))
         .map(|m| ("config_ignored".to_string(), m))
         .collect()
+}
+
+/// A sandbox for bash while bash is not allowed confines nothing: said once, before the
+/// model learns it the hard way ("unknown tool 'bash'").
+fn unused_sandbox_warning(s: &config::SandboxConfig, allow_bash: bool) -> Option<(String, String)> {
+    (s.use_ == "confined" && !allow_bash).then(|| {
+        (
+            "sandbox_unused".to_string(),
+            "sandbox.use: confined has no effect without --allow-bash (or \
+             sandbox.allow_host_bash: true): the bash tool is not offered"
+                .to_string(),
+        )
+    })
 }
 
 /// The available sub-agent types, with every model they can reach resolved and built now,
@@ -488,6 +503,7 @@ impl<'a> ModelBuilder<'a> {
         // Provider-side problems found here (an unreadable cassette, a client that cannot
         // be built) are configuration errors: nothing has run yet.
         let mut model = registry::build(&r).map_err(ConfigError::Model)?;
+        model = Named::wrap(model, &r.name);
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));
         }

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::keypath::{KeyPath, Seg};
-use super::lenient::{key_text, Lenient, WalkError};
+use super::lenient::{fields, key_text, Lenient, WalkError};
 use super::schema::Config;
 
 /// How many times the walk may supply a missing required field and start again (each
@@ -22,13 +22,20 @@ const MAX_PASSES: usize = 1000;
 /// Removes every key deerflow does not use and every `null` value of a used key (null
 /// means "default", as if absent), returning the removed keys' dotted paths in document
 /// order. Runs before `$VAR` expansion, so variables inside ignored keys are never read.
+/// A key close to a known one says so: `models[0].temprature (did you mean `temperature`?)`.
 pub fn strip_ignored(root: &mut Value) -> Vec<String> {
     let ignored = ignored_paths(root);
-    for path in &ignored {
+    for (path, _) in &ignored {
         remove(root, path);
     }
     drop_nulls(root);
-    ignored.iter().map(KeyPath::to_string).collect()
+    ignored
+        .iter()
+        .map(|(p, near)| match near {
+            Some(k) => format!("{p} (did you mean `{k}`?)"),
+            None => p.to_string(),
+        })
+        .collect()
 }
 
 /// The paths of the keys `Config` does not take, in document order.
@@ -37,14 +44,18 @@ pub fn strip_ignored(root: &mut Value) -> Vec<String> {
 /// (the walk supplies it as `null` in a scratch copy and starts again, so the entries after
 /// it are still seen) or a field given twice under two aliases (the node is blanked: its
 /// decoding fails anyway, and the rest of the file is still walked).
-fn ignored_paths(root: &Value) -> Vec<KeyPath> {
+fn ignored_paths(root: &Value) -> Vec<(KeyPath, Option<&'static str>)> {
     let mut tree = Cow::Borrowed(root);
     let mut ignored = Vec::new();
+    let mut known = fields::Known::new();
     for _ in 0..MAX_PASSES {
         ignored.clear();
         let mut record = |p: serde_ignored::Path| ignored.push(key_path(&p));
         let walker = serde_ignored::Deserializer::new(Lenient(&tree), &mut record);
-        let err = match serde_path_to_error::deserialize::<_, Config>(walker) {
+        let (walked, met) =
+            fields::collect(|| serde_path_to_error::deserialize::<_, Config>(walker));
+        known = met;
+        let err = match walked {
             Ok(_) => break,
             Err(e) => e,
         };
@@ -58,6 +69,69 @@ fn ignored_paths(root: &Value) -> Vec<KeyPath> {
         }
     }
     ignored
+        .into_iter()
+        .map(|p| {
+            let near = nearest_known(&tree, &known, &p);
+            (p, near)
+        })
+        .collect()
+}
+
+/// The known key of the mapping holding `path`'s last key that is nearest to it, when it
+/// is near enough to be a typo (an edit or two, and not most of a short key).
+fn nearest_known(tree: &Value, known: &fields::Known, path: &KeyPath) -> Option<&'static str> {
+    let (Seg::Key(key), parent) = path.0.split_last()? else {
+        return None;
+    };
+    let node = node_ref(tree, parent)?;
+    let fields = known.get(&(node as *const Value as usize))?;
+    fields
+        .iter()
+        .map(|f| (edit_distance(key, f), *f))
+        .filter(|(d, _)| *d <= 2 && *d * 3 <= key.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, f)| f)
+}
+
+/// Levenshtein distance by characters (keys are short: one row of memory).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The node at `path`, as [`node_mut`] finds it.
+fn node_ref<'v>(root: &'v Value, path: &[Seg]) -> Option<&'v Value> {
+    let untag = |mut v: &'v Value| {
+        while let Value::Tagged(t) = v {
+            v = &t.value;
+        }
+        v
+    };
+    let mut node = untag(root);
+    for seg in path {
+        node = match (seg, node) {
+            (Seg::Key(k), Value::Mapping(map)) => map
+                .iter()
+                .find(|(key, _)| key_text(key) == *k)
+                .map(|(_, v)| v)?,
+            (Seg::Index(i), Value::Sequence(items)) => items.get(*i)?,
+            _ => return None,
+        };
+        node = untag(node);
+    }
+    Some(node)
 }
 
 fn key_path(p: &serde_ignored::Path) -> KeyPath {
@@ -163,6 +237,26 @@ mod tests {
         let mut v: Value = serde_yaml_ng::from_str(yaml).unwrap();
         let ignored = strip_ignored(&mut v);
         (v, ignored)
+    }
+
+    #[test]
+    fn a_near_miss_names_the_key_it_may_have_meant() {
+        let (_, ignored) = strip(
+            "models:\n  - {name: a, temprature: 0.2, display_name: A}\nsandbox: {bash_timeout: 5, x: 1}\nsubagents: {max_concurent: 2}\nmemory: {}\n",
+        );
+        assert_eq!(
+            ignored,
+            [
+                "models[0].temprature (did you mean `temperature`?)",
+                "models[0].display_name",
+                "sandbox.bash_timeout",
+                "sandbox.x",
+                "subagents.max_concurent (did you mean `max_concurrent`?)",
+                "memory",
+            ]
+        );
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "ab"), 2);
     }
 
     #[test]

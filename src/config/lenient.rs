@@ -41,6 +41,38 @@ impl de::Error for WalkError {
     }
 }
 
+/// The keys each mapping of the walked tree is read with, by the node's address: what a key
+/// nobody takes may have been meant as (`temprature` → `temperature`). Collected only while
+/// [`fields::collect`] runs, on the walking thread.
+pub mod fields {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use serde_yaml_ng::Value;
+
+    pub type Known = HashMap<usize, &'static [&'static str]>;
+
+    thread_local! {
+        static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn record(node: &Value, fields: &'static [&'static str]) {
+        KNOWN.with(|k| {
+            if let Some(map) = k.borrow_mut().as_mut() {
+                map.insert(node as *const Value as usize, fields);
+            }
+        });
+    }
+
+    /// Runs `walk` and returns what it returned with the fields it met.
+    pub fn collect<T>(walk: impl FnOnce() -> T) -> (T, Known) {
+        KNOWN.with(|k| *k.borrow_mut() = Some(Known::new()));
+        let out = walk();
+        let known = KNOWN.with(|k| k.borrow_mut().take()).unwrap_or_default();
+        (out, known)
+    }
+}
+
 /// Deserializes any type from any node (see the module docs).
 #[derive(Clone, Copy)]
 pub struct Lenient<'v>(pub &'v Value);
@@ -198,9 +230,10 @@ impl<'de> de::Deserializer<'de> for Lenient<'_> {
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
-        _fields: &'static [&'static str],
+        fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, WalkError> {
+        fields::record(self.node(), fields);
         self.deserialize_map(visitor)
     }
 

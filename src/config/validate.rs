@@ -198,6 +198,18 @@ fn validate_subagents(cfg: &Config, problems: &mut Vec<Problem>) {
             seconds(t, &here.key("timeout_seconds"), problems);
         }
         turns(o.max_turns, &here.key("max_turns"), problems);
+        agent_model(o.model.as_deref(), &here, problems);
+    }
+}
+
+/// An empty `model:` reads like "inherit" but may be a `$VAR` that came out empty: the user
+/// says `inherit` or names a model (the same answer in `run` and `config check`).
+fn agent_model(model: Option<&str>, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if model.is_some_and(|m| m.trim().is_empty()) {
+        problems.push((
+            at.key("model"),
+            "must not be empty: use `inherit` or a models[].name".into(),
+        ));
     }
 }
 
@@ -226,6 +238,7 @@ fn validate_custom_agents(cfg: &Config, problems: &mut Vec<Problem>) {
             seconds(t, &here.key("timeout_seconds"), problems);
         }
         turns(a.max_turns, &here.key("max_turns"), problems);
+        agent_model(a.model.as_deref(), &here, problems);
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod error_text;
 pub mod http;
+pub mod named;
 pub mod output_schema;
 pub mod providers;
 pub mod registry;

@@ -128,6 +128,20 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
+    // The files are whole before `run_completed` says so: a consumer reads them on that line.
+    let (late, early): (Vec<_>, Vec<_>) = outputs(&spec, status, final_message.as_deref())
+        .into_iter()
+        .partition(|o| output_file::after_the_stream(&o.path));
+    let (status, error) = match write_outputs(&early) {
+        None => (status, error),
+        Some(why) => {
+            if spec.json {
+                crate::logging::stderr_line(&format!("deerflow: {why}"));
+            }
+            let error = error.map_or(why.clone(), |e| format!("{e}; {why}"));
+            (RunStatus::Failed, Some(error))
+        }
+    };
     let mut code = exit_code(status, control.cause(), &tasks);
     events.emit(Event::RunCompleted {
         status: status.as_str().into(),
@@ -154,7 +168,14 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         // decided `run_completed` had it come earlier.
         code = exit_code(status, control.cause(), &tasks);
     }
-    finish_outputs(&spec, status, final_message.as_deref());
+    // Our own stdout (`-o /dev/stdout`) follows the stream it carries; a FIFO waits for
+    // its reader, who may read the stream first.
+    if let Some(why) = write_outputs(&late) {
+        crate::logging::stderr_line(&format!("deerflow: {why}"));
+        if matches!(code, 0 | 3..=8) {
+            code = crate::outcome::EXIT_FAILED;
+        }
+    }
     if stdout_closed.load(Ordering::SeqCst) {
         code = EXIT_SIGPIPE;
     }
@@ -512,18 +533,43 @@ fn existing_files(spec: &RunSpec, artifacts: &Mutex<Vec<String>>) -> Vec<String>
         .collect()
 }
 
+/// A file the run writes at its end.
+struct OutputJob {
+    path: std::path::PathBuf,
+    bytes: Vec<u8>,
+    what: &'static str,
+}
+
 /// `-o` gets the final answer only when the run completed; `--record` always writes.
-fn finish_outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) {
+fn outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) -> Vec<OutputJob> {
+    let mut v = Vec::new();
     if let (Some(path), RunStatus::Completed) = (&spec.output_last_message, status) {
-        if let Err(e) = output_file::write(path, final_message.unwrap_or("").as_bytes()) {
-            crate::logging::warn(&format!("cannot write {}: {e}", path.display()));
-        }
+        v.push(OutputJob {
+            path: path.clone(),
+            bytes: final_message.unwrap_or("").as_bytes().to_vec(),
+            what: "the final answer to",
+        });
     }
     if let Some((path, log)) = &spec.record {
-        if let Err(e) = output_file::write(path, log.to_json().as_bytes()) {
-            crate::logging::warn(&format!("cannot write cassette {}: {e}", path.display()));
+        v.push(OutputJob {
+            path: path.clone(),
+            bytes: log.to_json().into_bytes(),
+            what: "the cassette",
+        });
+    }
+    v
+}
+
+/// Writes every job; the first failure, in words, when one failed (a full disk leaves a
+/// replaced file as it was).
+fn write_outputs(jobs: &[OutputJob]) -> Option<String> {
+    let mut failure = None;
+    for j in jobs {
+        if let Err(e) = output_file::write(&j.path, &j.bytes) {
+            failure.get_or_insert(format!("cannot write {} {}: {e}", j.what, j.path.display()));
         }
     }
+    failure
 }
 
 /// A random UUID (v4 layout); its first 8 hex digits are the trace id.

@@ -19,7 +19,13 @@ pub enum Target {
 
 /// What `path` is. `Err` names the problem in words fit for a usage error.
 pub fn classify(path: &Path) -> Result<Target, String> {
-    match std::fs::metadata(path) {
+    let meta = std::fs::metadata(path);
+    if names_a_descriptor(path) && !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+        // `/dev/stdout` of a job appending to a log is that log: replacing it would swap
+        // the log for a file holding only the answer (§12).
+        return Ok(Target::WriteThrough(path.to_path_buf()));
+    }
+    match meta {
         Ok(m) if m.is_dir() => Err("is a directory; give a file path".into()),
         Ok(m) if m.is_file() => {
             let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
@@ -72,15 +78,96 @@ fn writable(p: &Path) -> Result<(), String> {
     }
 }
 
+/// `/dev/stdin|stdout|stderr`, `/dev/fd/N`, `/proc/PID/fd/N` (and `thread-self`): names
+/// of an open file description, not of a file.
+fn names_a_descriptor(path: &Path) -> bool {
+    let Some(p) = path.to_str() else {
+        return false;
+    };
+    if matches!(p, "/dev/stdin" | "/dev/stdout" | "/dev/stderr") || p.starts_with("/dev/fd/") {
+        return true;
+    }
+    let mut parts = p.strip_prefix("/proc/").unwrap_or("").split('/');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some(_), Some("fd"), Some(n), None) if !n.is_empty()
+    )
+}
+
+/// The descriptor of this process that `path` names, when it names one: writing through a
+/// duplicate of it keeps its offset and `O_APPEND`, as a shell's redirection would.
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let p = path.to_str()?;
+    let n = match p {
+        "/dev/stdin" => return Some(0),
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => p.strip_prefix("/dev/fd/").or_else(|| {
+            let rest = p.strip_prefix("/proc/")?;
+            let (who, n) = rest.split_once("/fd/")?;
+            let me = std::process::id().to_string();
+            matches!(who, "self" | "thread-self")
+                .then_some(n)
+                .or((who == me).then_some(n))
+        })?,
+    };
+    n.parse().ok()
+}
+
+/// Whether `path` is written after the event stream rather than before `run_completed`:
+/// this process's own stdout (the answer follows the stream it carries), and a FIFO or a
+/// socket, whose reader may be the one reading the stream to its end first.
+pub fn after_the_stream(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    is_stdout(path)
+        || std::fs::metadata(path).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_socket()
+        })
+}
+
+/// Whether `path` is where this process's stdout goes.
+fn is_stdout(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    // SAFETY: fstat fills `st`, a plain struct, and reads no memory of ours besides it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(1, &mut st) } != 0 {
+        return false;
+    }
+    m.dev() == st.st_dev && m.ino() == st.st_ino
+}
+
 /// Writes `bytes` to `path` as [`classify`] says.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     match classify(path).map_err(std::io::Error::other)? {
         Target::Replace(file) => replace(&file, bytes),
         Target::WriteThrough(p) => {
-            let mut f: File = OpenOptions::new().write(true).open(p)?;
+            let mut f = open_through(&p)?;
             f.write_all(bytes)?;
             f.flush()
         }
+    }
+}
+
+/// A descriptor of ours is duplicated; anything else is opened for appending, which is
+/// writing in place for a FIFO or a device and never overwrites a file another process
+/// appends to.
+fn open_through(p: &Path) -> std::io::Result<File> {
+    use std::os::fd::FromRawFd;
+    match own_descriptor(p) {
+        Some(fd) if fd >= 0 => {
+            // SAFETY: fcntl only reads its arguments; a closed `fd` is EBADF, returned below.
+            let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if dup < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: `dup` is a fresh descriptor that nothing else owns.
+            Ok(unsafe { File::from_raw_fd(dup) })
+        }
+        _ => OpenOptions::new().append(true).open(p),
     }
 }
 
@@ -152,6 +239,40 @@ mod tests {
         assert_eq!(reader.join().unwrap(), "through");
         let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
         assert!(std::os::unix::fs::FileTypeExt::is_fifo(&ft), "still a FIFO");
+    }
+
+    #[test]
+    fn descriptor_names_are_written_through_their_descriptor() {
+        for p in [
+            "/dev/stdout",
+            "/dev/fd/1",
+            "/proc/self/fd/1",
+            "/proc/123/fd/4",
+        ] {
+            assert!(names_a_descriptor(Path::new(p)), "{p}");
+        }
+        for p in [
+            "/dev/null",
+            "/proc/self/fd",
+            "/proc/1/fdinfo/1",
+            "/tmp/fd/1",
+        ] {
+            assert!(!names_a_descriptor(Path::new(p)), "{p}");
+        }
+        let me = format!("/proc/{}/fd/7", std::process::id());
+        assert_eq!(own_descriptor(Path::new(&me)), Some(7));
+        assert_eq!(own_descriptor(Path::new("/dev/stderr")), Some(2));
+        assert_eq!(own_descriptor(Path::new("/proc/1/fd/7")), None);
+        // A log file behind fd N is appended to, not replaced.
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log");
+        std::fs::write(&log, "old\n").unwrap();
+        let f = OpenOptions::new().append(true).open(&log).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let name = PathBuf::from(format!("/dev/fd/{fd}"));
+        assert_eq!(classify(&name), Ok(Target::WriteThrough(name.clone())));
+        write(&name, b"new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "old\nnew\n");
     }
 
     #[test]

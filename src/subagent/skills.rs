@@ -75,6 +75,8 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
+                // `.git`, `.cache`, a hidden draft: not skills, as DeerFlow has it (§6).
+                .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
                 .map(|e| e.path())
                 .filter(|p| p.is_dir())
                 .collect()
@@ -197,6 +199,24 @@ mod tests {
         assert!(warnings
             .iter()
             .any(|w| w.contains("public/c") && w.contains("description")));
+    }
+
+    #[test]
+    fn hidden_directories_are_skipped_at_both_levels() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |rel: &str| {
+            let p = d.path().join(rel).join("SKILL.md");
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, format!("---\nname: {rel}\ndescription: d\n---\n")).unwrap();
+        };
+        w(".hidden");
+        w("public/.draft");
+        w(".git/x");
+        w("public/shown");
+        let (skills, warnings) = discover(d.path());
+        let names: Vec<_> = skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["public/shown"]);
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

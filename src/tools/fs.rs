@@ -2,7 +2,7 @@
 //! families share (output truncation, path resolution, binary detection).
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -130,18 +130,6 @@ fn open_regular(
     Ok(file)
 }
 
-/// Reads an open file as text, with the tools' messages.
-fn read_open(file: &mut std::fs::File, shown: &str) -> Result<String, ToolOutput> {
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| ToolOutput::error(format!("Error: cannot read {shown}: {e}")))?;
-    decode_text(bytes).ok_or_else(|| {
-        ToolOutput::error(format!(
-            "Error: {shown} is a binary file; read_file only reads text files"
-        ))
-    })
-}
-
 /// A NUL byte near the start means binary (what git and grep assume too).
 pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0)
@@ -203,23 +191,52 @@ pub(crate) async fn write_target(
     .await
 }
 
-/// `str_replace`'s open step: one descriptor opened read-write beneath the target's root, read,
-/// edited by `edit` (which returns the new text, or the tool's refusal) and rewritten in place.
-/// The caller holds the path's write lock.
+/// `str_replace`'s open step: the file opened beneath the target's root, its matches of
+/// `old` counted as it streams, then (when `allowed` accepts the count, else its refusal)
+/// the edited copy streamed into a temporary file that replaces it. Memory stays a chunk
+/// whatever the file's size. The caller holds the path's write lock.
 pub(crate) async fn edit_target(
     ctx: &ToolContext,
     t: &Target,
-    edit: impl FnOnce(&str, &str) -> Result<String, ToolOutput> + Send + 'static,
+    (old, new): (String, String),
+    allowed: impl FnOnce(u64, &str) -> Result<(), ToolOutput> + Send + 'static,
 ) -> Result<(), ToolOutput> {
+    use super::edit_stream::{replace_stream, ScanError, TextCheck, CHUNK};
     let shown = ctx.workspace.display_path(&t.abs);
     let t = t.clone();
     blocking(move || {
         let mut file = open_regular(&t, &shown, OpenMode::Read, READ_DIR_HINT)?;
-        let text = read_open(&mut file, &shown)?;
-        let updated = edit(&text, &shown)?;
+        let check = TextCheck {
+            sniff: BINARY_SNIFF_BYTES,
+        };
+        let (o, n) = (old.as_bytes(), new.as_bytes());
+        let count = match replace_stream(&mut file, &mut std::io::sink(), o, n, CHUNK, Some(&check))
+        {
+            Ok(c) => c,
+            Err(ScanError::NotText) => {
+                return Err(ToolOutput::error(format!(
+                    "Error: {shown} is a binary file; read_file only reads text files"
+                )))
+            }
+            Err(ScanError::Io(e)) => {
+                return Err(ToolOutput::error(format!(
+                    "Error: cannot read {shown}: {e}"
+                )))
+            }
+        };
+        allowed(count, &shown)?;
         let fail =
             |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
-        beneath::replace_beneath(&t.root, &t.rel, updated.as_bytes()).map_err(fail)
+        std::io::Seek::rewind(&mut file).map_err(fail)?;
+        beneath::replace_beneath_with(&t.root, &t.rel, |out| {
+            let mut w = std::io::BufWriter::with_capacity(CHUNK, out);
+            match replace_stream(&mut file, &mut w, o, n, CHUNK, None) {
+                Ok(_) => w.flush(),
+                Err(ScanError::Io(e)) => Err(e),
+                Err(ScanError::NotText) => Err(std::io::Error::other("not text")),
+            }
+        })
+        .map_err(fail)
     })
     .await
 }
@@ -723,12 +740,12 @@ async fn str_replace(args: StrReplaceArgs, ctx: &ToolContext) -> Result<ToolOutp
     }
     // Held across read-modify-write so a parallel edit or write cannot be lost.
     let _guard = ctx.workspace.locks().lock(&target.abs).await;
-    edit_target(ctx, &target, move |text, shown| {
-        match (text.matches(&old).count(), replace_all) {
+    edit_target(ctx, &target, (old, new), move |count, shown| {
+        match (count, replace_all) {
             (0, _) => Err(ToolOutput::error(format!(
                 "Error: old_str not found in {shown}"
             ))),
-            (1, _) | (_, true) => Ok(text.replace(&old, &new)),
+            (1, _) | (_, true) => Ok(()),
             (n, false) => Err(ToolOutput::error(format!(
                 "Error: old_str occurs {n} times in {shown}; add surrounding context to make it \
                  unique, or set replace_all to true"
@@ -1463,7 +1480,8 @@ pub(crate) mod tests {
 
         let got = write_target(&c, &write, "pwned", false).await.unwrap_err();
         assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));
-        let got = edit_target(&c, &edit, |_, _| Ok("pwned".to_string()))
+        let pwned = ("inside".to_string(), "pwned".to_string());
+        let got = edit_target(&c, &edit, pwned, |_, _| Ok(()))
             .await
             .unwrap_err();
         assert_eq!((got.status, &*got.text()), (E, OUTSIDE_MSG));

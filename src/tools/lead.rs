@@ -84,11 +84,29 @@ pub struct AskClarificationArgs {
     /// The question to ask.
     pub question: String,
     /// Possible answers to choose from, if any.
-    #[serde(default, deserialize_with = "lenient::opt_strings")]
+    #[serde(default, deserialize_with = "options")]
     pub options: Option<Vec<String>>,
     /// Why the answer is needed.
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub context: Option<String>,
+}
+
+/// The options as models send them: a list; a list written as a JSON string
+/// (`"[\"a\",\"b\"]"`); or one plain string, which is one option (DeerFlow reads them the
+/// same way since real models did both). Items that are not strings are left out.
+fn options<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    use serde::de::IntoDeserializer;
+    use serde_json::Value;
+    let v = Value::deserialize(d)?;
+    let v = match v {
+        Value::String(s) if s.trim().is_empty() => return Ok(None),
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(list @ Value::Array(_)) => list,
+            _ => return Ok(Some(vec![s])),
+        },
+        other => other,
+    };
+    lenient::opt_strings(v.into_deserializer()).map_err(serde::de::Error::custom)
 }
 
 impl Tool for AskClarificationTool {
@@ -178,7 +196,7 @@ mod tests {
                 &ToolCall::new(
                     "c",
                     "",
-                    json!({"question": "Q", "options": "a", "context": 3}),
+                    json!({"question": "Q", "options": 7, "context": 3}),
                 ),
                 &c,
             )
@@ -204,6 +222,29 @@ mod tests {
                 "Error: missing required string argument 'question'".into()
             )
         );
+    }
+
+    #[tokio::test]
+    async fn options_sent_as_a_json_string_or_one_string_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(dir.path());
+        let cases = [
+            (json!("[\"a\", \"b\"]"), vec!["a", "b"]),
+            (json!("a"), vec!["a"]),
+            (json!("[not json"), vec!["[not json"]),
+            (json!(" "), vec![]),
+            (json!("[\"a\", 2]"), vec!["a"]),
+        ];
+        for (options, want) in cases {
+            let args = json!({"question": "Q", "options": options});
+            let out = AskClarificationTool
+                .call(&ToolCall::new("c", "ask_clarification", args), &c)
+                .await;
+            let Some(Control::Clarify { options: got, .. }) = out.control else {
+                panic!("no clarification for {options}");
+            };
+            assert_eq!(got, want, "{options}");
+        }
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bash;
+mod edit_stream;
 pub mod fs;
 pub mod lead;
 mod read_range;

@@ -71,8 +71,18 @@ impl HumanView {
                 self.paint(code, &format!("  {}", f.line))
             }
         };
-        if let Some(live) = &mut self.live {
-            live.print(line);
+        match &mut self.live {
+            Some(live) => live.print(line),
+            // Off a terminal the bars are hidden, and with them which task went wrong and
+            // why: a task that did not complete gets its line in the log (also with -q).
+            None => {
+                if let Printed::Task(f) = &printed {
+                    if f.ending != Ending::Completed {
+                        let what = f.line.split_once(' ').map_or(&*f.line, |(_, rest)| rest);
+                        self.err_line(&format!("deerflow: task {what}"));
+                    }
+                }
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //! into it and the `*_line` functions render it to plain strings, so tests drive it
 //! without a TTY. Colour and bars are the renderer's business (`live.rs`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use crate::events::{Envelope, Event, TaskMessage};
@@ -73,7 +73,9 @@ pub struct ViewState {
     run_tokens: u64,
     /// The lead's tools in flight: call id → name.
     lead_tools: HashMap<String, String>,
-    queued: HashSet<String>,
+    /// Tasks waiting for a slot: id → (type, description), for the line a task cancelled
+    /// while queued gets.
+    queued: HashMap<String, (String, String)>,
     /// Running sub-agents, oldest first.
     running: Vec<TaskView>,
     finished: u32,
@@ -134,8 +136,17 @@ impl ViewState {
                     self.phase = Some(LeadPhase::Thinking);
                 }
             }
-            (Event::TaskQueued { task_id, .. }, _) => {
-                self.queued.insert(task_id.clone());
+            (
+                Event::TaskQueued {
+                    task_id,
+                    description,
+                    subagent_type,
+                    ..
+                },
+                _,
+            ) => {
+                let what = (subagent_type.clone(), description.clone());
+                self.queued.insert(task_id.clone(), what);
             }
             (
                 Event::TaskStarted {
@@ -252,25 +263,41 @@ impl ViewState {
 
     fn end(&mut self, id: &str, ending: Ending, detail: &str, duration_ms: u64) -> Printed {
         self.finished += 1;
-        let was_queued = self.queued.remove(id);
+        let queued = self.queued.remove(id);
         let task = self
             .running
             .iter()
             .position(|t| t.id == id)
             .map(|i| self.running.remove(i));
-        let what = match &task {
-            Some(t) => format!("{id} [{}] {}", t.subagent_type, short(&t.description, 60)),
-            None if was_queued => format!("{id} (queued)"),
-            None => id.to_string(),
+        let shown = |ty: &str, description: &str| {
+            format!(
+                "{} [{}] {}",
+                short(id, 40),
+                short(ty, 40),
+                short(description, 60)
+            )
         };
-        Printed::Task(Finished {
-            ending,
-            line: format!(
-                "{} {what} · {detail} · {}",
+        let line = match (&task, &queued) {
+            (Some(t), _) => format!(
+                "{} {} · {detail} · {}",
                 ending.glyph(),
+                shown(&t.subagent_type, &t.description),
                 crate::text::tenths(duration_ms)
             ),
-        })
+            // It never ran: no time of its own to show.
+            (None, Some((ty, description))) => format!(
+                "{} {} · {detail} while queued",
+                ending.glyph(),
+                shown(ty, description)
+            ),
+            (None, None) => format!(
+                "{} {} · {detail} · {}",
+                ending.glyph(),
+                short(id, 40),
+                crate::text::tenths(duration_ms)
+            ),
+        };
+        Printed::Task(Finished { ending, line })
     }
 
     /// The lead's line: its phase, turns, the run's tokens so far and the tasks' counts.
@@ -685,7 +712,7 @@ mod tests {
         };
         let printed = s.apply(&lead(cancelled), now);
         assert!(
-            matches!(&printed, Some(Printed::Task(f)) if f.line == "⊘ t4 (queued) · cancelled: run cancelled · 0.0s"),
+            matches!(&printed, Some(Printed::Task(f)) if f.line == "⊘ t4 [general-purpose] q · cancelled: run cancelled while queued"),
             "{printed:?}"
         );
         let timed_out = Event::TaskTimedOut {

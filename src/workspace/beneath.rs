@@ -145,6 +145,17 @@ pub fn open_beneath_with(
 /// component that is a symlink (allowed only when it stays beneath `root`) is written
 /// through in place instead, so the link stays a link.
 pub fn replace_beneath(root: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_beneath_with(root, rel, |f| io::Write::write_all(f, bytes))
+}
+
+/// [`replace_beneath`] with the new content written by `fill` into the temporary file (so
+/// it need not be in memory). A final symlink gets the content copied in place once `fill`
+/// is done, since `fill` may still be reading the file the link points to.
+pub fn replace_beneath_with(
+    root: &Path,
+    rel: &Path,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
     let names = components(rel)?;
     let Some((name, parents)) = names.split_last() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no file name"));
@@ -152,15 +163,6 @@ pub fn replace_beneath(root: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> 
     let root_fd = open_root(root)?;
     let dir = open_at(&root_fd, parents, DIR_FLAGS, 0, Resolver::Kernel)?;
     let existing = stat_at(&dir, name)?;
-    if existing.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK) {
-        let write = OpenMode::Write {
-            create: false,
-            truncate: true,
-            append: false,
-        };
-        let mut f = open_beneath(root, rel, write)?;
-        return io::Write::write_all(&mut f, bytes);
-    }
     let (tmp_name, tmp) = create_temp_at(&dir, name)?;
     let cleanup = |e: io::Error| {
         // SAFETY: `dir` is open and `tmp_name` a valid NUL-terminated string.
@@ -168,7 +170,22 @@ pub fn replace_beneath(root: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> 
         e
     };
     let mut file = File::from(tmp);
-    io::Write::write_all(&mut file, bytes).map_err(cleanup)?;
+    fill(&mut file).map_err(cleanup)?;
+    if existing.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK) {
+        let write = OpenMode::Write {
+            create: false,
+            truncate: true,
+            append: false,
+        };
+        let copied = open_beneath(root, rel, write).and_then(|mut f| {
+            io::Seek::rewind(&mut file)?;
+            io::copy(&mut file, &mut f).map(drop)
+        });
+        // The temporary copy goes whether or not the copy worked.
+        // SAFETY: `dir` is open and `tmp_name` a valid NUL-terminated string.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp_name.as_ptr(), 0) };
+        return copied;
+    }
     if let Some(st) = existing {
         use std::os::unix::fs::PermissionsExt;
         let perms = std::fs::Permissions::from_mode(st.st_mode & 0o7777);
@@ -220,8 +237,9 @@ fn create_temp_at(dir: &OwnedFd, name: &CString) -> io::Result<(CString, OwnedFd
         let tmp = format!(".{base}.deerflow-{:08x}.tmp", fastrand::u32(..));
         let tmp = CString::new(tmp)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name contains a NUL byte"))?;
+        // Read back too: a symlink's target gets the content copied from it.
         let flags =
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
         // SAFETY: `dir` is open and `tmp` a valid NUL-terminated string.
         let fd = unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, FILE_MODE) };
         match owned(fd) {

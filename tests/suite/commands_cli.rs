@@ -364,3 +364,79 @@ async fn usage_errors_are_one_line_exit_2() {
     let out = deerflow(["run"]).cwd(ws.path()).text().await;
     usage_error(&out);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_man_page_covers_every_command_and_refers_to_no_missing_page() {
+    let out = deerflow(["man"]).text().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let page = out.stdout.replace("\\-", "-");
+    assert!(
+        !page.contains("(1)"),
+        "a reference to a page that does not exist"
+    );
+    for needed in [
+        ".SH \"DEERFLOW RUN\"",
+        ".SH \"DEERFLOW CONFIG CHECK\"",
+        ".SH \"DEERFLOW CONFIG SHOW\"",
+        ".SH \"DEERFLOW MCP LIST\"",
+        ".SH \"DEERFLOW AGENTS\"",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+        "DOCKER_HOST",
+        "TAVILY_API_KEY",
+        ".SH EXAMPLES",
+    ] {
+        assert!(page.contains(needed), "the man page lacks {needed}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bash_completion_offers_providers_and_models_for_dash_m() {
+    if std::process::Command::new("bash")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("notice: no bash here; the bash completion test is skipped");
+        return;
+    }
+    let ws = workspace();
+    let script = deerflow(["completions", "bash"]).text().await.stdout;
+    let script_path = write(ws.path(), "deerflow.bash", &script);
+    let cfg = write(
+        ws.path(),
+        "deerflow.yaml",
+        "models:\n  - {name: fast, use: openai, model: x}\n  - {name: deep, use: anthropic, model: y}\n",
+    );
+    let complete = |words: &str, cword: usize| {
+        let probe = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+             _deerflow \"${{COMP_WORDS[0]}}\" \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[*]}}\"; complete -p deerflow",
+            script_path.display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &probe])
+            .current_dir(ws.path())
+            .env("HOME", ws.path())
+            .env("XDG_CONFIG_HOME", ws.path().join("none"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let bin = super::harness::BIN;
+    let all = complete(&format!("{bin} -c {} run -m ''", cfg.display()), 5);
+    let mut lines = all.lines();
+    assert_eq!(
+        lines.next(),
+        Some("openai: anthropic: gemini: replay: fast deep"),
+        "{all}"
+    );
+    let spec = lines.next().unwrap_or_default();
+    assert!(
+        spec.contains("-o filenames"),
+        "directories get no space: {spec}"
+    );
+    let some = complete(&format!("{bin} run --model an"), 3);
+    assert_eq!(some.lines().next(), Some("anthropic:"), "{some}");
+}

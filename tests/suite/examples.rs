@@ -118,3 +118,51 @@ async fn the_readme_structured_answer_runs_offline_and_pipes_into_jq() {
     assert_eq!(retries.len(), 1);
     assert_eq!(out.completed()["final_output"], answer);
 }
+
+#[test]
+fn the_pipeline_example_exits_with_deerflows_code() {
+    // A CI step copied from pipeline.sh must go red when the run did not succeed.
+    let out = std::process::Command::new("bash")
+        .arg(example("pipeline.sh"))
+        .arg(super::harness::BIN)
+        .env_remove("DEERFLOW_CONFIG")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("exit code: 3"), "{stdout}");
+    assert!(stdout.contains("a sub-agent failed:"), "{stdout}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn off_a_terminal_the_human_view_names_each_task_that_did_not_complete() {
+    let m = format!("replay:{}", example("fanout-failure.json"));
+    let out = deerflow(["run", "--subagent-timeout", "2s", "-m", &m, "check"])
+        .output()
+        .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(
+        lines.contains(
+            &"deerflow: task broken [general-purpose] flaky provider · failed: replay returned HTTP 503: upstream overloaded · 0.0s"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        lines.contains(
+            &"deerflow: task slow [general-purpose] slow job · Execution timed out after 2 seconds · 2.0s"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("deerflow: task "))
+            .count(),
+        2,
+        "the completed task has no line: {}",
+        out.stderr
+    );
+}

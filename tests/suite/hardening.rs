@@ -838,3 +838,141 @@ async fn sigterm_ends_a_run_held_back_by_a_full_event_queue() {
     );
     assert_eq!(status.code(), Some(143));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_file_that_cannot_be_written_fails_the_run() {
+    let ws = workspace();
+    let model = answer_cassette(ws.path());
+    for flag in ["-o", "--record"] {
+        let out = deerflow(["run", "--json", "-m", &model, flag, "/dev/full", "go"])
+            .cwd(ws.path())
+            .json()
+            .await;
+        assert_eq!(out.code, 1, "{flag}: {}", out.stderr);
+        let done = out.completed();
+        assert_eq!(done["status"], "failed", "{done}");
+        assert!(
+            done["error"]
+                .as_str()
+                .unwrap()
+                .contains("/dev/full: No space left"),
+            "{done}"
+        );
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.starts_with("deerflow: cannot write "),
+            "{}",
+            out.stderr
+        );
+    }
+    let human = deerflow(["run", "-q", "-m", &model, "-o", "/dev/full", "go"])
+        .cwd(ws.path())
+        .text()
+        .await;
+    assert_eq!(human.code, 1, "{}", human.stderr);
+    assert!(
+        human.stderr.contains("/dev/full: No space left"),
+        "{}",
+        human.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_output_file_is_whole_when_run_completed_is_read() {
+    use tokio::io::AsyncBufReadExt;
+    let ws = workspace();
+    let model = answer_cassette(ws.path());
+    let answer = ws.path().join("answer.txt");
+    for round in 0..3 {
+        std::fs::write(&answer, format!("previous {round}")).unwrap();
+        let run = deerflow([
+            "run",
+            "--json",
+            "-m",
+            &model,
+            "-o",
+            answer.to_str().unwrap(),
+            "go",
+        ])
+        .cwd(ws.path());
+        let mut child = run.command().spawn().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = false;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("\"type\":\"run_completed\"") {
+                // Read at this very moment, before deerflow has exited.
+                assert_eq!(std::fs::read_to_string(&answer).unwrap(), "the answer");
+                seen = true;
+            }
+        }
+        assert!(seen);
+        assert_eq!(child.wait().await.unwrap().code(), Some(0));
+    }
+}
+
+#[test]
+fn output_to_dev_stdout_appends_to_the_log_stdout_appends_to() {
+    let ws = workspace();
+    let model = answer_cassette(ws.path());
+    let log = ws.path().join("ci.log");
+    for flag in ["-o", "--record"] {
+        std::fs::write(&log, "before the run\n").unwrap();
+        let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let status = Command::new(BIN)
+            .args(["run", "--json", "-m", &model, flag, "/dev/stdout", "go"])
+            .current_dir(ws.path())
+            .env_clear()
+            .env(
+                "HOME",
+                std::env::temp_dir().join("deerflow-test-home-empty"),
+            )
+            .stdin(Stdio::null())
+            .stdout(append)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{flag}");
+        let mut append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut append, b"\nafter the run\n").unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.starts_with("before the run\n{\"type\":\"run_started\""),
+            "{flag}: {text}"
+        );
+        assert!(text.ends_with("\nafter the run\n"), "{flag}: {text}");
+        let completed = text
+            .find("\"type\":\"run_completed\"")
+            .expect("the stream is kept");
+        let tail = &text[completed..];
+        let written = if flag == "-o" {
+            "\nthe answer"
+        } else {
+            "\"lead\""
+        };
+        assert!(
+            tail.contains(written),
+            "{flag}: the output follows the stream: {text}"
+        );
+    }
+}
+
+#[test]
+fn printing_commands_on_a_full_disk_are_exit_1_with_one_line() {
+    let ws = workspace();
+    for args in [
+        &["schema"][..],
+        &["--help"],
+        &["run", "--help"],
+        &["--version"],
+        &["man"],
+        &["completions", "bash"],
+        &["agents"],
+    ] {
+        let (code, stderr) = to_full_disk(args, ws.path());
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("deerflow: cannot write to stdout: No space left"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -33,3 +33,4 @@ mod subagents_http;
 mod task_processes;
 mod thinking;
 mod tools_cli;
+mod user_reports;

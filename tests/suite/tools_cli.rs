@@ -486,3 +486,70 @@ async fn present_files_become_relative_artifacts() {
     .clone();
     assert_eq!(out["artifacts"], json!(["outputs/chart.txt", "report.md"]));
 }
+
+/// A 200 MB file is edited as it streams: deerflow's peak resident memory (VmHWM, read by a
+/// bash call of the same run from /proc of its parent) stays far below the file's size.
+#[tokio::test(flavor = "multi_thread")]
+async fn str_replace_on_a_large_file_keeps_memory_small() {
+    use std::io::{Read, Seek, Write};
+    let ws = workspace();
+    let big = ws.path().join("big.txt");
+    let block: Vec<u8> = (0..1024 * 1024).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    let marker_at = 100 * block.len() - 3; // across a block (and chunk) border
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&big).unwrap());
+        for _ in 0..200 {
+            f.write_all(&block).unwrap();
+        }
+        f.seek(std::io::SeekFrom::Start(marker_at as u64)).unwrap();
+        f.write_all(b"<<MARK>>").unwrap();
+    }
+    let rows: Vec<Row> = vec![(
+        "str_replace",
+        json!({"path": "big.txt", "old_str": "<<MARK>>", "new_str": "[[DONE]]!"}),
+        "ok",
+        "OK".into(),
+    )];
+    let mut lead: Vec<Value> = rows
+        .iter()
+        .map(|(name, args, _, _)| json!({"tool_calls": [{"id": "e", "name": name, "arguments": args}]}))
+        .collect();
+    lead.push(json!({"tool_calls": [{"id": "m", "name": "bash", "arguments": {"command": "grep VmHWM /proc/$PPID/status"}}]}));
+    lead.push(json!({"text": "done"}));
+    let dir = tempfile::tempdir().unwrap();
+    let c = cassette(dir.path(), json!({"version": 1, "lead": lead}));
+    let model = format!("replay:{}", c.display());
+    let out = deerflow([
+        "run",
+        "--json",
+        "--allow-bash",
+        "--no-subagents",
+        "-m",
+        &model,
+        "go",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = out.of_type("tool_result");
+    assert_eq!(results[0]["output"], "OK", "{results:?}");
+    let hwm = results[1]["output"].as_str().unwrap();
+    let kib: u64 = hwm
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no VmHWM in {hwm:?}"));
+    assert!(kib < 64 * 1024, "peak RSS {kib} KiB for a 200 MB edit");
+    let mut f = std::fs::File::open(&big).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 200 * block.len() as u64 + 1);
+    f.seek(std::io::SeekFrom::Start(marker_at as u64 - 2))
+        .unwrap();
+    let mut around = [0u8; 13];
+    f.read_exact(&mut around).unwrap();
+    assert_eq!(&around[2..11], b"[[DONE]]!");
+    assert_eq!(around[..2], block[(marker_at - 2) % block.len()..][..2]);
+    assert_eq!(around[11..], block[(marker_at + 8) % block.len()..][..2]);
+}
