@@ -167,7 +167,33 @@ impl Cassette {
                 c.version
             ));
         }
+        c.check_delays()
+            .map_err(|at| format!("cassette {}: {at}", path.display()))?;
         Ok(c)
+    }
+
+    /// A `delay_ms` over one year is a mistake (contract §12), and would overflow the
+    /// timer it becomes; the error names the first one.
+    fn check_delays(&self) -> Result<(), String> {
+        let scripts = std::iter::once(("lead".to_string(), &self.lead))
+            .chain(self.tasks.iter().map(|(k, v)| (format!("tasks.{k:?}"), v)))
+            .chain(std::iter::once((
+                "default_task".to_string(),
+                &self.default_task,
+            )));
+        for (name, script) in scripts {
+            for (i, r) in script.iter().enumerate() {
+                match r.delay_ms {
+                    Some(ms) if ms as f64 / 1000.0 > crate::text::MAX_SECONDS => {
+                        return Err(format!(
+                            "{name}[{i}].delay_ms: {ms} is over one year (31536000000 ms)"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A task's script: under its task id (how `--record` keeps apart several tasks with
@@ -566,6 +592,33 @@ mod tests {
             m.complete(&req(d, 0), &ctx).await.unwrap().text.as_deref(),
             Some("done")
         );
+    }
+
+    #[test]
+    fn a_delay_over_one_year_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |delay: u64, at: &str| {
+            let body = json!({"version": 1, "lead": [{"text": "a"}],
+                "tasks": {"t": [{"text": "b"}, {"text": "c", "delay_ms": 1}]}});
+            let mut body = body;
+            let slot = if at == "lead" {
+                &mut body["lead"][0]
+            } else {
+                &mut body["tasks"]["t"][1]
+            };
+            slot["delay_ms"] = json!(delay);
+            let path = dir.path().join("c.json");
+            std::fs::write(&path, body.to_string()).unwrap();
+            Cassette::load(&path)
+        };
+        assert!(load(31_536_000_000, "lead").is_ok());
+        let err = load(31_536_000_001, "task").unwrap_err();
+        assert!(
+            err.contains("tasks.\"t\"[1].delay_ms: 31536000001 is over one year"),
+            "{err}"
+        );
+        let err = load(u64::MAX, "lead").unwrap_err();
+        assert!(err.contains("lead[0].delay_ms"), "{err}");
     }
 
     #[tokio::test]
