@@ -116,6 +116,14 @@ impl Assembler for AnthropicAssembler {
                         }
                         all.push_str(&thinking);
                     }
+                    // Anthropic requires a thinking block sent back to carry the signature
+                    // it was given (a missing one is "Field required", an empty one "Invalid
+                    // signature"), and Claude signs every block. An unsigned block comes
+                    // from a compatible server that checks no signature, so it is not kept:
+                    // its text was shown, and nothing made up is sent back.
+                    if signature.is_empty() {
+                        continue;
+                    }
                     start.insert("thinking".into(), Value::String(thinking));
                     start.insert("signature".into(), Value::String(signature));
                     reasoning.blocks.push(Value::Object(start));

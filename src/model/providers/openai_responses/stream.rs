@@ -116,9 +116,11 @@ impl Assembler for ResponsesAssembler {
         }
         summary.retain(|s| !s.is_empty());
         let text: String = self.text.into_values().collect::<Vec<_>>().join("\n\n");
+        // A call item without a name cannot be run, nor sent back (the API would refuse it).
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_values()
+            .filter(|c| !c.name.is_empty())
             .map(|c| ToolCall::from_raw(c.call_id, c.name, &c.arguments))
             .collect();
         let finish_reason = self.finish_reason.map(|reason| match reason.as_str() {
@@ -176,19 +178,24 @@ impl ResponsesAssembler {
                     text.push_str(delta);
                 }
             }
+            // Only for a call whose item was added: the API announces every item before
+            // its deltas, so arguments for any other index belong to no call (a nameless
+            // one would be invented, run and sent back). A whole item that comes later
+            // carries its arguments anyway.
             "response.function_call_arguments.delta" => {
-                if let Some(delta) = value["delta"].as_str() {
+                if let (Some(delta), Some(call)) =
+                    (value["delta"].as_str(), self.calls.get_mut(&index))
+                {
                     self.kept += delta.len();
-                    self.calls
-                        .entry(index)
-                        .or_default()
-                        .arguments
-                        .push_str(delta);
+                    call.arguments.push_str(delta);
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(whole) = value["arguments"].as_str() {
-                    self.calls.entry(index).or_default().arguments = whole.to_string();
+                if let (Some(whole), Some(call)) =
+                    (value["arguments"].as_str(), self.calls.get_mut(&index))
+                {
+                    self.kept += whole.len().saturating_sub(call.arguments.len());
+                    call.arguments = whole.to_string();
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
@@ -253,6 +260,7 @@ impl ResponsesAssembler {
                     call.name = name.to_string();
                 }
                 if let Some(arguments) = item["arguments"].as_str() {
+                    self.kept += arguments.len().saturating_sub(call.arguments.len());
                     call.arguments = arguments.to_string();
                 }
             }
@@ -456,6 +464,63 @@ mod tests {
         let r = parse(&deltas_only).await.unwrap();
         assert_eq!(r.tool_calls[0].id, "call_sNntVegw8ViC8Zc4EIjqEKbo");
         assert_eq!(r.tool_calls[0].arguments, json!({"number": "5"}));
+    }
+
+    /// Argument deltas for an item the stream never added (or not yet) belong to no call:
+    /// no nameless call is made up from them; a whole item still counts.
+    #[tokio::test]
+    async fn argument_deltas_for_items_never_added_make_no_call() {
+        let delta = |index: u64, item: &str, piece: &str| {
+            event(json!({"type": "response.function_call_arguments.delta",
+                         "output_index": index, "item_id": item, "delta": piece}))
+        };
+        let call = |kind: &str, index: u64, id: &str, name: &str, args: &str| {
+            event(json!({"type": kind, "output_index": index,
+                         "item": {"type": "function_call", "id": id, "call_id": format!("call_{id}"),
+                                  "name": name, "arguments": args}}))
+        };
+        let done = terminal(
+            "response.completed",
+            json!({"status": "completed", "output": []}),
+        );
+        let text = [
+            delta(7, "ghost", "{\"command\": \"rm -rf /\"}"),
+            event(
+                json!({"type": "response.function_call_arguments.done", "output_index": 8,
+                         "item_id": "ghost2", "arguments": "{}"}),
+            ),
+            // Early deltas of a call added later are dropped; its whole item wins.
+            delta(0, "fc_a", "{\"pa"),
+            call("response.output_item.added", 0, "fc_a", "ls", ""),
+            delta(0, "fc_a", "{\"path\": \".\"}"),
+            call(
+                "response.output_item.done",
+                0,
+                "fc_a",
+                "ls",
+                "{\"path\": \".\"}",
+            ),
+            call("response.output_item.done", 1, "fc_b", "", "{}"),
+            done,
+        ]
+        .concat();
+        let r = parse(&text).await.unwrap();
+        let calls: Vec<(&str, &str)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        assert_eq!(calls, [("call_fc_a", "ls")]);
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "."}));
+        // The deltas alone, with no item at all: no call.
+        let text = [
+            delta(0, "x", "{}"),
+            terminal("response.completed", json!({"status": "completed"})),
+        ]
+        .concat();
+        let r = parse(&text).await.unwrap();
+        assert!(r.tool_calls.is_empty(), "{:?}", r.tool_calls);
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
     }
 
     #[tokio::test]
