@@ -27,7 +27,8 @@ pub trait Assembler: Default {
     /// Builds the response from a whole JSON answer: some compatible servers ignore
     /// `stream: true` and answer `application/json`.
     fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
-    /// Text, reasoning and tool-call argument bytes assembled so far, for
+    /// Text, reasoning and tool-call argument bytes assembled so far, with what the slots
+    /// and kept JSON values count ([`SLOT_BYTES`], [`json_bytes`]), for
     /// [`MAX_RESPONSE_BYTES`].
     fn kept_bytes(&self) -> usize;
 }
@@ -80,6 +81,26 @@ where
 
 /// The most text, reasoning and tool-call argument bytes one response may assemble.
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
+
+/// What one tool-call, content-block or output-item slot counts toward
+/// [`MAX_RESPONSE_BYTES`] besides its contents, about its memory when empty: a stream of
+/// thousands of distinct indexes with nothing in them is bounded like one of text.
+pub const SLOT_BYTES: usize = 128;
+
+/// What a JSON value a provider streamed and deerflow keeps (extra fields of a call, a
+/// block's start object) counts toward [`MAX_RESPONSE_BYTES`]: about its compact size.
+pub fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(|v| json_bytes(v) + 1).sum::<usize>() + 2,
+        Value::Object(map) => {
+            let fields = map.iter().map(|(k, v)| k.len() + 4 + json_bytes(v));
+            fields.sum::<usize>() + 2
+        }
+    }
+}
 
 /// Feeds every SSE event of a response body to `on_event`, as [`sse::read_events`] does,
 /// with no byte for `idle` failing with `ModelError::Timeout`. The timeout is on the

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -54,7 +54,7 @@ pub struct AnthropicAssembler {
     blocks: BTreeMap<u64, Block>,
     usage: Option<WireUsage>,
     stop_reason: Option<String>,
-    /// Bytes of text and tool input so far (the response size limit).
+    /// Bytes of text, tool input, kept blocks and slots so far (the response size limit).
     kept: usize,
 }
 
@@ -217,22 +217,29 @@ impl AnthropicAssembler {
     fn start_block(&mut self, value: &Value) {
         let index = value["index"].as_u64().unwrap_or(self.blocks.len() as u64);
         let block = &value["content_block"];
+        // Every block counts toward the size limit, an empty or unused one too: a stream
+        // could start thousands of them.
+        self.kept += SLOT_BYTES;
         let new = match block["type"].as_str() {
             Some("text") => {
                 let text = block["text"].as_str().unwrap_or_default();
                 self.kept += text.len();
                 Block::Text(text.to_string())
             }
-            Some("tool_use") => Block::ToolUse {
-                id: block["id"].as_str().unwrap_or_default().to_string(),
-                name: block["name"].as_str().unwrap_or_default().to_string(),
-                start_input: block["input"].clone(),
-                json: String::new(),
-            },
+            Some("tool_use") => {
+                self.kept += json_bytes(block);
+                Block::ToolUse {
+                    id: block["id"].as_str().unwrap_or_default().to_string(),
+                    name: block["name"].as_str().unwrap_or_default().to_string(),
+                    start_input: block["input"].clone(),
+                    json: String::new(),
+                }
+            }
             Some("thinking") => {
                 let text = |key: &str| block[key].as_str().unwrap_or_default().to_string();
                 let (thinking, signature) = (text("thinking"), text("signature"));
-                self.kept += thinking.len() + signature.len();
+                // The whole start object is kept, its extra fields included.
+                self.kept += json_bytes(block);
                 Block::Thinking {
                     start: block.as_object().cloned().unwrap_or_default(),
                     thinking,
@@ -240,7 +247,7 @@ impl AnthropicAssembler {
                 }
             }
             Some("redacted_thinking") => {
-                self.kept += block["data"].as_str().map_or(0, str::len);
+                self.kept += json_bytes(block);
                 Block::Redacted(block.clone())
             }
             _ => Block::Other,
@@ -592,6 +599,35 @@ mod tests {
                 message: "Overloaded".into()
             })
         );
+    }
+
+    /// Blocks count toward the size limit whatever they hold: thousands of empty ones, or
+    /// start objects carrying large fields, are refused like too much text.
+    #[tokio::test]
+    async fn block_slots_and_start_objects_are_bounded_by_the_size_limit() {
+        let too_large = "anthropic stream error: the response is too large (over 32 MiB of \
+                         text and tool-call arguments)";
+        let start = |index: usize, block: Value| {
+            let data =
+                json!({"type": "content_block_start", "index": index, "content_block": block});
+            format!("event: content_block_start\ndata: {data}\n\n")
+        };
+        let empty: String = (0..300_000)
+            .map(|i| start(i * 7, json!({"type": "server_tool_use"})))
+            .collect();
+        let err = parse(&empty).await.unwrap_err();
+        assert_eq!(err.to_string(), too_large);
+        let filler = "x".repeat(1 << 20);
+        let large: String = (0..40)
+            .map(|i| {
+                let input = json!({"note": filler});
+                start(
+                    i,
+                    json!({"type": "tool_use", "id": "t", "name": "ls", "input": input}),
+                )
+            })
+            .collect();
+        assert_eq!(parse(&large).await.unwrap_err().to_string(), too_large);
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::{PART_BLOCK, PROVIDER};
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -295,13 +295,18 @@ impl GeminiAssembler {
             return;
         }
         let text = part.get("text").and_then(Value::as_str);
-        let signature = part.get("thoughtSignature").and_then(Value::as_str);
-        self.kept += text.map_or(0, str::len) + signature.map_or(0, str::len);
         let plain = text.is_some()
             && part
                 .keys()
                 .all(|k| k == "text" || (k == "thought" && part[k].is_boolean()));
         if !plain {
+            // Kept whole, whatever fields it has; each counts toward the size limit, as
+            // does the slot (a stream could send thousands of empty parts).
+            self.kept += SLOT_BYTES
+                + part
+                    .iter()
+                    .map(|(k, v)| k.len() + json_bytes(v))
+                    .sum::<usize>();
             self.special = true;
             self.parts.push(Kept {
                 part: part.clone(),
@@ -311,6 +316,7 @@ impl GeminiAssembler {
             return;
         }
         let piece = text.unwrap_or_default();
+        self.kept += piece.len();
         if piece.is_empty() {
             return;
         }
@@ -325,6 +331,7 @@ impl GeminiAssembler {
             last.part.insert("text".into(), json!(joined));
             return;
         }
+        self.kept += SLOT_BYTES;
         self.parts.push(Kept {
             part: part.clone(),
             after_calls: calls,
@@ -376,16 +383,22 @@ impl GeminiAssembler {
             .filter(|(k, _)| *k != "functionCall")
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        self.kept += extra
-            .get("thoughtSignature")
-            .and_then(Value::as_str)
-            .map_or(0, str::len);
+        // The call's slot and every field kept with it count toward the size limit.
+        self.kept += SLOT_BYTES
+            + extra
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>();
         let own: Map<String, Value> = call
             .iter()
             .filter(|(k, _)| *k != "name" && *k != "args")
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !own.is_empty() {
+            self.kept += own
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>();
             extra.insert("functionCall".into(), Value::Object(own));
         }
         tool_call.extra = extra.into();

@@ -145,6 +145,36 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
     );
 }
 
+/// Calls and kept parts count toward the size limit whatever they hold: hundreds of
+/// thousands of empty calls, or parts piling up fields, are refused like too much text.
+#[tokio::test]
+async fn call_slots_and_kept_fields_are_bounded_by_the_size_limit() {
+    let chunk = |parts: Vec<Value>| {
+        format!(
+            "data: {}\n\n",
+            json!({"candidates": [{"content": {"role": "model", "parts": parts}}]})
+        )
+    };
+    let calls = chunk(vec![json!({"functionCall": {"name": "ls"}}); 300_000]);
+    let err = parse_cut(&calls, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    let filler = "x".repeat(1 << 20);
+    let fields: String = (0..40)
+        .map(|i| {
+            chunk(vec![
+                json!({"functionCall": {"name": "ls", "args": {}}, format!("x{i}"): filler}),
+            ])
+        })
+        .collect();
+    let err = parse_cut(&fields, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    let parts: String = (0..40)
+        .map(|_| chunk(vec![json!({"inlineData": {"data": filler}})]))
+        .collect();
+    let err = parse_cut(&parts, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+}
+
 #[tokio::test]
 async fn made_up_ids_are_unique() {
     let a = parse(SIGNED).await.tool_calls[0].id.clone();

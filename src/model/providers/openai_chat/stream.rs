@@ -1,5 +1,6 @@
 //! Assembling the chunks of a streamed chat completion into one response.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
@@ -10,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
@@ -227,16 +228,31 @@ impl OpenAiAssembler {
         let index = match (delta.index, &delta.id, self.last_call) {
             (Some(i), _, _) => i,
             (None, None, Some(last)) if !starts_a_call(&delta, self.calls.get(&last)) => last,
-            (None, _, _) => self.calls.keys().next_back().map_or(0, |k| k + 1),
+            (None, _, _) => self
+                .calls
+                .keys()
+                .next_back()
+                .map_or(0, |k| k.saturating_add(1)),
         };
         self.last_call = Some(index);
-        let call = self.calls.entry(index).or_default();
+        // A slot counts toward the size limit even empty: a hostile stream could name
+        // thousands of indexes, or any index up to u64::MAX, without a byte of arguments.
+        let call = match self.calls.entry(index) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => {
+                self.kept += SLOT_BYTES;
+                slot.insert(PartialCall::default())
+            }
+        };
         if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
             call.id = id;
         }
-        // A later delta's value wins; `null`s say nothing and are not kept.
-        let extra = delta.extra.into_iter().filter(|(_, v)| !v.is_null());
-        call.extra.extend(extra);
+        // A later delta's value wins; `null`s say nothing and are not kept. Every value
+        // counts toward the size limit as it comes, replaced or not.
+        for (key, value) in delta.extra.into_iter().filter(|(_, v)| !v.is_null()) {
+            self.kept += key.len() + json_bytes(&value);
+            call.extra.insert(key, value);
+        }
         let Some(function) = delta.function else {
             return;
         };
@@ -741,6 +757,44 @@ mod tests {
             json!({"choices": [{"index": 0, "delta": delta}]})
         );
         format!("{}data: [DONE]\n\n", event.repeat(count))
+    }
+
+    /// Empty call slots and extra fields count toward the size limit too: a stream naming
+    /// hundreds of thousands of indexes, or piling up extra fields, is refused like one of
+    /// too much text.
+    #[tokio::test]
+    async fn call_slots_and_extra_fields_are_bounded_by_the_size_limit() {
+        let too_large = "openai stream error: the response is too large (over 32 MiB of text \
+                         and tool-call arguments)";
+        let slots: Vec<Value> = (0..300_000u64)
+            .map(|i| json!({"index": i * 3_000}))
+            .collect();
+        let many = format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": slots}}]})
+        );
+        assert_eq!(parse(&many).await.unwrap_err().to_string(), too_large);
+        let filler = "x".repeat(1 << 20);
+        let extras: String = (0..40)
+            .map(|i| {
+                let call = json!({"index": 0, "id": "c", "function": {"name": "ls"},
+                                  format!("x_field_{i}"): filler});
+                let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+                format!("data: {chunk}\n\n")
+            })
+            .collect();
+        let err = parse(&format!("{extras}data: [DONE]\n\n"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), too_large);
+        // The largest index, then a call without one: no overflow.
+        let text = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[",
+            "{\"index\":18446744073709551615,\"id\":\"a\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}},",
+            "{\"id\":\"b\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]},",
+            "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+        );
+        assert!(!parse(text).await.unwrap().tool_calls.is_empty());
     }
 
     #[tokio::test]
