@@ -456,8 +456,8 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     agent.events.emit(Event::Usage {
         caller: agent.caller.clone(),
         model: model_name.to_string(),
-        input_tokens: u.map(|u| u.input_tokens),
-        output_tokens: u.map(|u| u.output_tokens),
+        input_tokens: u.and_then(Usage::input),
+        output_tokens: u.and_then(Usage::output),
         total_tokens: u.map(|u| u.total_tokens),
         cache_read_tokens: u.and_then(|u| u.cache_read_tokens),
         reported: u.is_some(),

@@ -134,8 +134,11 @@ impl<'de> Deserialize<'de> for ScriptedArgs {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScriptedUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    /// Absent: the provider did not report it (`null` in the `usage` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,14 +319,17 @@ fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         call
     }));
     let tool_calls = calls;
-    let usage = r.usage.as_ref().map(|u| Usage {
-        cache_write_tokens: u.cache_write_tokens,
-        ..Usage::reported(
+    let usage = r.usage.as_ref().and_then(|u| {
+        let usage = Usage::from_counts(
             u.input_tokens,
             u.output_tokens,
             u.total_tokens,
             u.cache_read_tokens,
-        )
+        )?;
+        Some(Usage {
+            cache_write_tokens: u.cache_write_tokens,
+            ..usage
+        })
     });
     let finish = if tool_calls.is_empty() {
         "stop"
@@ -465,8 +471,8 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
             })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
+            input_tokens: u.input(),
+            output_tokens: u.output(),
             total_tokens: Some(u.total_tokens),
             cache_read_tokens: u.cache_read_tokens,
             cache_write_tokens: u.cache_write_tokens,
@@ -725,6 +731,7 @@ mod tests {
                 total_tokens: 1305,
                 cache_read_tokens: Some(1000),
                 cache_write_tokens: Some(200),
+                unreported: Default::default(),
             }),
             finish_reason: Some("stop".into()),
             ..Default::default()

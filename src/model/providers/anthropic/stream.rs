@@ -135,7 +135,7 @@ impl Assembler for AnthropicAssembler {
         Ok(ModelResponse {
             text: (!text.is_empty()).then_some(text),
             tool_calls,
-            usage: self.usage.as_ref().map(convert_usage),
+            usage: self.usage.as_ref().and_then(convert_usage),
             finish_reason: self.stop_reason,
             reasoning,
         })
@@ -312,22 +312,19 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
 
 /// `input_tokens` counts every prompt token (contract §3): Anthropic reports the cached
 /// and the cache-writing parts separately from the uncached rest.
-fn convert_usage(usage: &WireUsage) -> Usage {
+/// An input count that was not reported stays unreported, whatever the cache counts say.
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
     let read = usage.cache_read_input_tokens;
     let write = usage.cache_creation_input_tokens;
-    let input = usage
-        .input_tokens
-        .unwrap_or(0)
-        .saturating_add(read.unwrap_or(0))
-        .saturating_add(write.unwrap_or(0));
-    let output = usage.output_tokens.unwrap_or(0);
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        total_tokens: input.saturating_add(output),
-        cache_read_tokens: read,
+    let input = usage.input_tokens.map(|i| {
+        i.saturating_add(read.unwrap_or(0))
+            .saturating_add(write.unwrap_or(0))
+    });
+    let usage = Usage::from_counts(input, usage.output_tokens, None, read)?;
+    Some(Usage {
         cache_write_tokens: write,
-    }
+        ..usage
+    })
 }
 
 /// A bad chunk as quoted in an error message.
@@ -388,7 +385,8 @@ mod tests {
                 output_tokens: 57,
                 total_tokens: 2169,
                 cache_read_tokens: Some(2000),
-                cache_write_tokens: Some(100)
+                cache_write_tokens: Some(100),
+                unreported: Default::default(),
             })
         );
     }
@@ -406,7 +404,8 @@ mod tests {
                 output_tokens: 6,
                 total_tokens: 1226,
                 cache_read_tokens: Some(1217),
-                cache_write_tokens: Some(0)
+                cache_write_tokens: Some(0),
+                unreported: Default::default(),
             })
         );
     }
@@ -514,7 +513,8 @@ mod tests {
                 output_tokens: 3,
                 total_tokens: 10,
                 cache_read_tokens: None,
-                cache_write_tokens: None
+                cache_write_tokens: None,
+                unreported: Default::default(),
             })
         );
     }
@@ -585,7 +585,8 @@ mod tests {
                 output_tokens: 4,
                 total_tokens: 14,
                 cache_read_tokens: Some(0),
-                cache_write_tokens: None
+                cache_write_tokens: None,
+                unreported: Default::default(),
             })
         );
         let err = http::parse_json_answer::<AnthropicAssembler>(

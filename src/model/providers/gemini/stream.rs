@@ -50,13 +50,6 @@ struct WireUsage {
 }
 
 impl WireUsage {
-    fn is_empty(&self) -> bool {
-        self.prompt_token_count.is_none()
-            && self.candidates_token_count.is_none()
-            && self.thoughts_token_count.is_none()
-            && self.total_token_count.is_none()
-    }
-
     /// A later chunk's numbers replace the earlier ones; absent ones are kept.
     fn update(&mut self, new: WireUsage) {
         let keep = |old: &mut Option<u64>, new: Option<u64>| {
@@ -80,16 +73,15 @@ impl WireUsage {
 
     /// Thinking tokens are output (they are billed as output and count against
     /// `maxOutputTokens`); the cached part is inside `promptTokenCount` already.
-    fn convert(&self) -> Usage {
+    fn convert(&self) -> Option<Usage> {
         let input = self
             .prompt_token_count
-            .unwrap_or(0)
-            .saturating_add(self.tool_use_prompt_token_count.unwrap_or(0));
-        let output = self
-            .candidates_token_count
-            .unwrap_or(0)
-            .saturating_add(self.thoughts_token_count.unwrap_or(0));
-        Usage::reported(
+            .map(|p| p.saturating_add(self.tool_use_prompt_token_count.unwrap_or(0)));
+        let output = match (self.candidates_token_count, self.thoughts_token_count) {
+            (None, None) => None,
+            (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+        };
+        Usage::from_counts(
             input,
             output,
             self.total_token_count,
@@ -202,7 +194,7 @@ impl Assembler for GeminiAssembler {
         Ok(ModelResponse {
             text: (!text.is_empty()).then_some(text),
             tool_calls: self.calls,
-            usage: self.usage.filter(|u| !u.is_empty()).map(|u| u.convert()),
+            usage: self.usage.as_ref().and_then(WireUsage::convert),
             finish_reason,
             reasoning: Reasoning {
                 text: (!thought.is_empty()).then_some(thought),

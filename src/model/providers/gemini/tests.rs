@@ -107,6 +107,7 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
             total_tokens: 241,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     assert_eq!(r.tool_calls.len(), 1);
@@ -217,6 +218,7 @@ async fn parallel_calls_keep_their_ids_and_responses_follow_the_calls_order() {
             total_tokens: 197,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     let (boston, delhi) = (r.tool_calls[0].clone(), r.tool_calls[1].clone());
@@ -284,6 +286,7 @@ async fn max_tokens_is_an_output_limit_and_thoughts_count_as_output() {
             total_tokens: 57,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
 }
@@ -311,6 +314,7 @@ fn a_whole_json_answer_reports_cached_tokens() {
             total_tokens: 700,
             cache_read_tokens: Some(330),
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     // The array `streamGenerateContent` answers without `alt=sse` reads the same.

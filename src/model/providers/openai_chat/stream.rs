@@ -194,7 +194,7 @@ impl OpenAiAssembler {
             ));
         }
         if let Some(usage) = chunk.usage {
-            self.usage = Some(convert_usage(&usage));
+            self.usage = convert_usage(&usage);
         }
         // Only the first choice: deerflow never asks for `n > 1`.
         for choice in chunk.choices.unwrap_or_default() {
@@ -287,10 +287,10 @@ fn starts_a_call(delta: &ToolCallDelta, last: Option<&PartialCall>) -> bool {
         && serde_json::from_str::<Value>(last.arguments.trim()).is_ok_and(|v| v.is_object())
 }
 
-fn convert_usage(usage: &WireUsage) -> Usage {
-    Usage::reported(
-        usage.prompt_tokens.unwrap_or(0),
-        usage.completion_tokens.unwrap_or(0),
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
+    Usage::from_counts(
+        usage.prompt_tokens,
+        usage.completion_tokens,
         usage.total_tokens,
         usage
             .prompt_tokens_details
@@ -344,6 +344,7 @@ mod tests {
             total_tokens: total,
             cache_read_tokens: cached,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     }
 
@@ -560,7 +561,18 @@ mod tests {
                     \"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":2.5,\"total_tokens\":0,\
                     \"prompt_tokens_details\":{\"cached_tokens\":\"many\"}}}\n\ndata: [DONE]\n\n";
         let r = parse(text).await.unwrap();
-        assert_eq!(r.usage, usage(0, 0, 0, None));
+        // The total is the one valid count: input and output are unreported, not 0.
+        let u = r.usage.unwrap();
+        assert_eq!((u.input(), u.output(), u.total_tokens), (None, None, 0));
+        assert_eq!(u.cache_read_tokens, None);
+        // No valid count at all: no usage reported.
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":\"x\",\"total_tokens\":null}}\n\ndata: [DONE]\n\n";
+        assert_eq!(parse(text).await.unwrap().usage, None);
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n";
+        let u = parse(text).await.unwrap().usage.unwrap();
+        assert_eq!((u.input(), u.output(), u.total_tokens), (None, Some(7), 7));
         let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
                     \"usage\":{\"prompt_tokens\":30,\"completion_tokens\":20.0,\"total_tokens\":1}}\n\ndata: [DONE]\n\n";
         let r = parse(text).await.unwrap();

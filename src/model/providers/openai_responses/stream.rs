@@ -325,7 +325,7 @@ impl ResponsesAssembler {
     /// items, its output.
     fn take_final(&mut self, response: &Value) -> Result<Flow, ModelError> {
         if let Ok(usage) = WireUsage::deserialize(&response["usage"]) {
-            self.usage = Some(convert_usage(&usage));
+            self.usage = convert_usage(&usage);
         }
         let status = response["status"].as_str().unwrap_or("completed");
         if status == "failed" || response["error"].is_object() {
@@ -378,15 +378,18 @@ fn summary_texts(item: &Value) -> Vec<String> {
 
 /// Reasoning tokens are output tokens; OpenAI counts them in `output_tokens` already, and
 /// a server that reports them apart must not make them vanish.
-fn convert_usage(usage: &WireUsage) -> Usage {
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
     let reasoning = usage
         .output_tokens_details
         .as_ref()
-        .and_then(|d| d.reasoning_tokens)
-        .unwrap_or(0);
-    Usage::reported(
-        usage.input_tokens.unwrap_or(0),
-        usage.output_tokens.unwrap_or(0).max(reasoning),
+        .and_then(|d| d.reasoning_tokens);
+    let output = match (usage.output_tokens, reasoning) {
+        (Some(o), r) => Some(o.max(r.unwrap_or(0))),
+        (None, r) => r,
+    };
+    Usage::from_counts(
+        usage.input_tokens,
+        output,
         usage.total_tokens,
         usage
             .input_tokens_details
@@ -461,6 +464,7 @@ mod tests {
             total_tokens: total,
             cache_read_tokens: cached,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     }
 
