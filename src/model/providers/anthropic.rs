@@ -31,6 +31,10 @@ pub use request::request_body;
 pub use stream::AnthropicAssembler;
 
 const PROVIDER: &str = "anthropic";
+
+/// The body keys this client writes that a model's `extra_body` or thinking maps may not
+/// replace: the model, the conversation and its system prompt, streaming, the tools.
+pub const BODY_KEYS: &[&str] = &["model", "messages", "system", "stream", "tools"];
 const API_VERSION: &str = "2023-06-01";
 
 /// The output limit each request carries: the configured one, else the family's.
