@@ -225,7 +225,7 @@ impl Transcript {
         if let Some(end) = self.limit_end(agent, budget_hit) {
             return no_calls(end);
         }
-        match self.detector.observe(&calls) {
+        match self.detector.observe(&calls, &agent.tools) {
             LoopVerdict::Fine => Step::Run {
                 calls,
                 notice: None,
