@@ -131,6 +131,7 @@ pub fn calls(c: Vec<ToolCall>, tokens: Option<u64>) -> Result<ModelResponse, Mod
             total_tokens: n,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         }),
         ..Default::default()
     })

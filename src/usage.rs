@@ -157,6 +157,7 @@ mod tests {
             total_tokens: i + o,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         }
     }
 
@@ -216,6 +217,7 @@ mod tests {
             total_tokens: 8_000_000,
             cache_read_tokens: Some(2_000_000),
             cache_write_tokens: Some(4_000_000),
+            unreported: Default::default(),
         };
         l.record(true, "c", Some(&usage));
         assert_eq!(l.snapshot().cost_usd, Some(3.0 + 0.6 + 15.0 + 15.0));
@@ -236,6 +238,7 @@ mod tests {
             total_tokens: 1_000_000,
             cache_read_tokens: Some(600_000),
             cache_write_tokens: Some(900_000),
+            unreported: Default::default(),
         };
         l.record(true, "c", Some(&odd));
         assert_eq!(l.snapshot().cost_usd, Some(0.6 * 0.3 + 0.4 * 3.75));
@@ -250,6 +253,7 @@ mod tests {
             total_tokens: u64::MAX,
             cache_read_tokens: Some(u64::MAX),
             cache_write_tokens: None,
+            unreported: Default::default(),
         };
         l.record(true, "m", Some(&huge));
         l.record(false, "m", Some(&huge));

@@ -66,8 +66,8 @@ pub struct Summarization {
 /// The size of the request about to be made: the last reported `input_tokens`, else the
 /// estimate. The flag says whether it was reported.
 pub fn current_tokens(at: &PreCall<'_>, messages: &[Message]) -> (u64, bool) {
-    match at.last_usage {
-        Some(u) => (u.input_tokens, true),
+    match at.last_usage.and_then(|u| u.input()) {
+        Some(input) => (input, true),
         None => (estimate_tokens(messages, at.fixed_chars), false),
     }
 }
@@ -360,7 +360,7 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
     at.port.emit(Event::ContextCompacted {
         messages_before: before as u32,
         messages_after: after as u32,
-        input_tokens_before: at.last_usage.map(|u| u.input_tokens),
+        input_tokens_before: at.last_usage.and_then(|u| u.input()),
         reason: at.reason.as_str().into(),
     });
     true

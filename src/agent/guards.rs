@@ -6,9 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::Value;
-
 use crate::model::ToolCall;
+use crate::tools::{loop_key, Toolset};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoopLimits {
@@ -65,11 +64,12 @@ impl LoopDetector {
         }
     }
 
-    pub fn observe(&mut self, calls: &[ToolCall]) -> LoopVerdict {
+    /// Takes one response's calls; `tools` says what makes two calls of a tool the same.
+    pub fn observe(&mut self, calls: &[ToolCall], tools: &Toolset) -> LoopVerdict {
         if !self.limits.enabled || calls.is_empty() {
             return LoopVerdict::Fine;
         }
-        let h = response_hash(calls);
+        let h = response_hash(calls, tools);
         self.window.push_back(h);
         while self.window.len() > self.limits.window_size.max(1) as usize {
             self.window.pop_front();
@@ -118,49 +118,31 @@ impl LoopDetector {
     }
 }
 
-/// Order-independent hash of a response's tool calls, each reduced to name + stable key.
-fn response_hash(calls: &[ToolCall]) -> u64 {
-    let mut keys: Vec<String> = calls
+/// Order-independent hash of a response's tool calls, each reduced to its name and its
+/// tool's loop key.
+fn response_hash(calls: &[ToolCall], tools: &Toolset) -> u64 {
+    let mut keys: Vec<(&str, u64)> = calls
         .iter()
-        .map(|c| format!("{}\u{0}{}", c.name, stable_key(c)))
+        .map(|c| (c.name.as_str(), call_key(c, tools)))
         .collect();
-    keys.sort();
+    keys.sort_unstable();
     let mut h = DefaultHasher::new();
     keys.hash(&mut h);
     h.finish()
 }
 
-fn stable_key(c: &ToolCall) -> String {
-    let a = c.arguments.to_value();
-    let a = &a;
-    match c.name.as_str() {
-        "read_file" => {
-            let start = a.get("start_line").and_then(Value::as_u64).unwrap_or(1);
-            format!("{}#{}", field(a, "path"), start / 200)
-        }
-        "write_file" | "str_replace" => c.arguments.as_str().to_string(),
-        _ => [
-            "path",
-            "url",
-            "query",
-            "command",
-            "pattern",
-            "glob",
-            "prompt",
-            "description",
-        ]
-        .iter()
-        .map(|k| field(a, k))
-        .collect::<Vec<_>>()
-        .join("\u{1}"),
+/// The call's key as its tool defines it ([`crate::tools::Tool::loop_key`]); all the
+/// arguments for a tool the agent does not have. Arguments that were no JSON object are
+/// compared as they were sent.
+fn call_key(c: &ToolCall, tools: &Toolset) -> u64 {
+    if let Some(raw) = &c.invalid_arguments {
+        let mut h = DefaultHasher::new();
+        raw.hash(&mut h);
+        return h.finish();
     }
-}
-
-fn field(a: &Value, key: &str) -> String {
-    match a.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-        None => String::new(),
+    match tools.find(&c.name) {
+        Some(tool) => tool.loop_key(&c.arguments),
+        None => loop_key::all_arguments(&c.arguments),
     }
 }
 
@@ -206,8 +188,43 @@ impl Budget {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::LazyLock;
+
+    use serde_json::{json, Value};
+
     use super::*;
-    use serde_json::json;
+    use crate::model::BoxFuture;
+    use crate::tools::registry::ToolRegistry;
+    use crate::tools::{Tool, ToolContext, ToolOutput};
+
+    /// A tool from elsewhere (an MCP server's): deerflow knows nothing of its arguments.
+    struct Remote;
+
+    impl Tool for Remote {
+        fn name(&self) -> &str {
+            "mcp_search"
+        }
+        fn spec(&self) -> crate::model::ToolSpec {
+            crate::model::ToolSpec {
+                name: "mcp_search".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }
+        }
+        fn call<'a>(&'a self, _: &'a ToolCall, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+            Box::pin(async { ToolOutput::ok("") })
+        }
+    }
+
+    /// The lead's built-in tools and one remote tool.
+    fn tools() -> &'static Toolset {
+        static TOOLS: LazyLock<Toolset> = LazyLock::new(|| {
+            let mut box_ = ToolRegistry::builtin(true).for_lead(Default::default());
+            box_.push(std::sync::Arc::new(Remote));
+            Toolset::new(box_)
+        });
+        &TOOLS
+    }
 
     fn call(name: &str, args: Value) -> ToolCall {
         ToolCall {
@@ -223,11 +240,11 @@ mod tests {
     fn warns_at_three_and_stops_at_five() {
         let mut d = LoopDetector::new(LoopLimits::default());
         let c = [call("ls", json!({"path": "."}))];
-        assert_eq!(d.observe(&c), LoopVerdict::Fine);
-        assert_eq!(d.observe(&c), LoopVerdict::Fine);
-        assert!(matches!(d.observe(&c), LoopVerdict::Warn(_)));
-        assert_eq!(d.observe(&c), LoopVerdict::Fine);
-        assert!(matches!(d.observe(&c), LoopVerdict::Stop(_)));
+        assert_eq!(d.observe(&c, tools()), LoopVerdict::Fine);
+        assert_eq!(d.observe(&c, tools()), LoopVerdict::Fine);
+        assert!(matches!(d.observe(&c, tools()), LoopVerdict::Warn(_)));
+        assert_eq!(d.observe(&c, tools()), LoopVerdict::Fine);
+        assert!(matches!(d.observe(&c, tools()), LoopVerdict::Stop(_)));
     }
 
     #[test]
@@ -238,11 +255,49 @@ mod tests {
         });
         let a = call("read_file", json!({"path": "a", "start_line": 1}));
         let b = call("grep", json!({"pattern": "x"}));
-        d.observe(&[a.clone(), b.clone()]);
+        d.observe(&[a.clone(), b.clone()], tools());
         let a2 = call("read_file", json!({"path": "a", "start_line": 150}));
-        assert!(matches!(d.observe(&[b, a2]), LoopVerdict::Warn(_)));
+        assert!(matches!(d.observe(&[b, a2], tools()), LoopVerdict::Warn(_)));
         let a3 = call("read_file", json!({"path": "a", "start_line": 450}));
-        assert_eq!(d.observe(&[a3]), LoopVerdict::Fine);
+        assert_eq!(d.observe(&[a3], tools()), LoopVerdict::Fine);
+    }
+
+    /// Calls whose arguments differ are not repeats, for any tool whose key is all its
+    /// arguments (`present_files`, a remote tool, one the agent does not have); the same
+    /// call six times is, and so are calls differing only where the tool's key does not look.
+    #[test]
+    fn a_tools_loop_key_decides_what_a_repeat_is() {
+        let six = |name: &str, args: &dyn Fn(usize) -> Value| {
+            let mut d = LoopDetector::new(LoopLimits::default());
+            (0..6)
+                .map(|i| d.observe(&[call(name, args(i))], tools()))
+                .collect::<Vec<_>>()
+        };
+        let fine = vec![LoopVerdict::Fine; 6];
+        let files = |i: usize| json!({"filepaths": [format!("out/{i}.md")]});
+        assert_eq!(six("present_files", &files), fine);
+        let query = |i: usize| json!({"query": "same", "page": i});
+        assert_eq!(six("mcp_search", &query), fine);
+        assert_eq!(six("not_a_tool", &query), fine);
+        let grep = |i: usize| json!({"pattern": "x", "max_results": i + 1});
+        for (name, args) in [
+            (
+                "present_files",
+                &(|_| json!({"filepaths": ["a.md"]})) as &dyn Fn(usize) -> Value,
+            ),
+            ("mcp_search", &|_| json!({"query": "same", "page": 1})),
+            ("grep", &grep),
+        ] {
+            let verdicts = six(name, args);
+            assert!(
+                matches!(verdicts[2], LoopVerdict::Warn(_)),
+                "{name}: {verdicts:?}"
+            );
+            assert!(
+                matches!(verdicts[4], LoopVerdict::Stop(_)),
+                "{name}: {verdicts:?}"
+            );
+        }
     }
 
     #[test]
@@ -253,12 +308,12 @@ mod tests {
         });
         let c = [call("ls", json!({}))];
         for i in 0..10 {
-            d.observe(&c);
-            d.observe(&[call("ls", json!({"path": i.to_string()}))]);
-            d.observe(&[call("glob", json!({"pattern": i.to_string()}))]);
+            d.observe(&c, tools());
+            d.observe(&[call("ls", json!({"path": i.to_string()}))], tools());
+            d.observe(&[call("glob", json!({"pattern": i.to_string()}))], tools());
         }
         assert_eq!(
-            d.observe(&[call("grep", json!({"pattern": "new"}))]),
+            d.observe(&[call("grep", json!({"pattern": "new"}))], tools()),
             LoopVerdict::Fine
         );
     }
@@ -271,15 +326,15 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            d.observe(&[call("grep", json!({"pattern": "1"}))]),
+            d.observe(&[call("grep", json!({"pattern": "1"}))], tools()),
             LoopVerdict::Fine
         );
         assert!(matches!(
-            d.observe(&[call("grep", json!({"pattern": "2"}))]),
+            d.observe(&[call("grep", json!({"pattern": "2"}))], tools()),
             LoopVerdict::Warn(_)
         ));
         assert!(matches!(
-            d.observe(&[call("grep", json!({"pattern": "3"}))]),
+            d.observe(&[call("grep", json!({"pattern": "3"}))], tools()),
             LoopVerdict::Stop(_)
         ));
     }
@@ -290,7 +345,7 @@ mod tests {
         let calls: Vec<_> = (0..1000)
             .map(|i| call("task", json!({"description": i.to_string()})))
             .collect();
-        assert_eq!(d.observe(&calls), LoopVerdict::Fine);
+        assert_eq!(d.observe(&calls, tools()), LoopVerdict::Fine);
     }
 
     #[test]
@@ -300,7 +355,10 @@ mod tests {
             ..Default::default()
         });
         for _ in 0..10 {
-            assert_eq!(d.observe(&[call("ls", json!({}))]), LoopVerdict::Fine);
+            assert_eq!(
+                d.observe(&[call("ls", json!({}))], tools()),
+                LoopVerdict::Fine
+            );
         }
     }
 

@@ -541,6 +541,7 @@ fn summary(t: &str, tokens: u64) -> Result<ModelResponse, ModelError> {
         total_tokens: tokens + 1,
         cache_read_tokens: None,
         cache_write_tokens: None,
+        unreported: Default::default(),
     });
     Ok(r)
 }

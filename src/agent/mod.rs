@@ -1,6 +1,7 @@
 //! The one agent loop used by the lead and by every sub-agent. They differ by tools,
 //! prompt, limits and observer — not by code path.
 
+mod call_ids;
 pub mod compaction;
 pub mod context;
 pub mod control;

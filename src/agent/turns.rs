@@ -1,14 +1,13 @@
 //! The turn loop: model call → tool calls → results back → … until a final answer, a
 //! limit, an error or cancellation.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::stream::{FuturesOrdered, StreamExt};
 
+use super::call_ids::CallIds;
 use super::context::{AgentPort, History, PreCall, Reason};
 use super::final_answer::{self, Checked};
 use super::guards::{LoopDetector, LoopVerdict};
@@ -38,7 +37,7 @@ pub async fn run_agent(agent: &Agent, shared: &RunShared, prompt: String) -> Age
         }
         let mut calls = resp.tool_calls;
         let reasoning = resp.reasoning;
-        unique_ids(&mut calls, &mut t.seen_ids, t.turn);
+        t.call_ids.assign(&mut calls, t.turn);
         let cut = stop_reason(agent, stop, resp.finish_reason.as_deref(), &mut calls);
         let thought = reasoning_text(&reasoning);
         match t.decide(agent, budget_hit, &text, thought.as_deref(), calls) {
@@ -104,8 +103,8 @@ struct Transcript {
     last_usage: Option<Usage>,
     /// Model calls made so far.
     turn: usize,
-    /// Hashes of the call ids given so far (see [`unique_ids`]).
-    seen_ids: HashSet<u64>,
+    /// The call ids given so far.
+    call_ids: CallIds,
     /// Final answers sent back for not matching the output schema.
     schema_retries: u32,
     /// Characters of the system prompt and tool specs, for the context policy's estimate.
@@ -125,7 +124,7 @@ impl Transcript {
             last_text: None,
             last_usage: None,
             turn: 0,
-            seen_ids: HashSet::new(),
+            call_ids: CallIds::default(),
             schema_retries: 0,
         }
     }
@@ -226,7 +225,7 @@ impl Transcript {
         if let Some(end) = self.limit_end(agent, budget_hit) {
             return no_calls(end);
         }
-        match self.detector.observe(&calls) {
+        match self.detector.observe(&calls, &agent.tools) {
             LoopVerdict::Fine => Step::Run {
                 calls,
                 notice: None,
@@ -391,38 +390,6 @@ fn debug_panic(caller: &str) {
     }
 }
 
-/// Gives every call an id unique in this agent's transcript: a repeated id gets a `-2`,
-/// `-3`, … suffix and a missing one `call_<turn>_<n>`, so `tool_call`, `tool_result`, the
-/// task id and the provider's transcript all agree.
-///
-/// The ids are remembered by a 64-bit hash, not copied: a fan-out's transcript holds its
-/// ids once. Two different ids with one hash (about 1 in 10^10 over 100,000 ids) only cost
-/// the second a needless suffix.
-fn unique_ids(calls: &mut [ToolCall], seen: &mut HashSet<u64>, turn: usize) {
-    let hash = |id: &str| {
-        let mut h = DefaultHasher::new();
-        id.hash(&mut h);
-        h.finish()
-    };
-    for (i, c) in calls.iter_mut().enumerate() {
-        if c.id.trim().is_empty() {
-            c.id = format!("call_{turn}_{}", i + 1);
-        }
-        if seen.insert(hash(&c.id)) {
-            continue;
-        }
-        let mut k = 2;
-        let id = loop {
-            let candidate = format!("{}-{k}", c.id);
-            if seen.insert(hash(&candidate)) {
-                break candidate;
-            }
-            k += 1;
-        };
-        c.id = id;
-    }
-}
-
 async fn call_model(
     agent: &Agent,
     model: &dyn ChatModel,
@@ -500,8 +467,8 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     agent.events.emit(Event::Usage {
         caller: agent.caller.clone(),
         model: model_name.to_string(),
-        input_tokens: u.map(|u| u.input_tokens),
-        output_tokens: u.map(|u| u.output_tokens),
+        input_tokens: u.and_then(Usage::input),
+        output_tokens: u.and_then(Usage::output),
         total_tokens: u.map(|u| u.total_tokens),
         cache_read_tokens: u.and_then(|u| u.cache_read_tokens),
         reported: u.is_some(),

@@ -292,7 +292,42 @@ fn entry_http(
             .as_deref()
             .is_some_and(|v| v.trim() == "responses/v1")
     });
+    check_body_keys(&http, (endpoint.body_keys)(&http), at)?;
     Ok(http)
+}
+
+/// `extra_body` and the thinking maps are merged into the request body last, so a key the
+/// client writes itself (the model, the conversation, the tools, streaming) would be
+/// replaced silently while every event names the configured model: such a key is a
+/// configuration error naming it. Each map counts whatever `--thinking` says.
+fn check_body_keys(http: &HttpSettings, reserved: &[&str], at: &str) -> Result<(), ConfigError> {
+    let t = &http.thinking;
+    let maps = [
+        ("extra_body", &http.extra_body),
+        ("when_thinking_enabled", &t.when_enabled),
+        ("when_thinking_disabled", &t.when_disabled),
+    ];
+    for (name, map) in maps {
+        // A thinking map's own `extra_body` goes to the top level of the body too.
+        let nested = match map.get("extra_body") {
+            Some(serde_json::Value::Object(inner)) if name != "extra_body" => Some(inner),
+            _ => None,
+        };
+        let keys = map.keys().map(|k| (String::new(), k)).chain(
+            nested
+                .into_iter()
+                .flat_map(|m| m.keys().map(|k| ("extra_body.".to_string(), k))),
+        );
+        for (prefix, key) in keys {
+            if reserved.contains(&key.as_str()) {
+                return Err(ConfigError::Model(format!(
+                    "{at}.{name}.{prefix}{key}: deerflow writes '{key}' in every request itself \
+                     (the model, the conversation, the tools, streaming); it cannot be set here"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Anthropic rejects a thinking budget that is not below `max_tokens` (HTTP 400 on every

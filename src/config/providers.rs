@@ -50,6 +50,10 @@ pub struct Endpoint {
     /// provider whose API requires one (Anthropic); config checks a thinking budget
     /// against it.
     pub default_max_tokens: Option<fn(&str) -> u64>,
+    /// The request body keys the client writes itself for a model's settings: the model,
+    /// the conversation, the tools, streaming. `extra_body` and the thinking maps may not
+    /// set them (they would replace them silently while events name the configured model).
+    pub body_keys: fn(&HttpSettings) -> &'static [&'static str],
 }
 
 /// Which DeerFlow class paths (`module:Class`) map to a provider. Classes of Google's own
@@ -255,6 +259,7 @@ pub(crate) mod testing {
                 hosted: "api.openai.com",
                 normalize_base: base_url::trimmed,
                 default_max_tokens: None,
+                body_keys: |_| &["model", "messages", "stream", "tools"],
             }),
             deerflow_classes: DeerFlowClasses::Rest,
         },
@@ -268,6 +273,7 @@ pub(crate) mod testing {
                 hosted: "api.anthropic.com",
                 normalize_base: base_url::without_v1,
                 default_max_tokens: Some(|_| 32_000),
+                body_keys: |_| &["model", "messages", "system", "stream", "tools"],
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },

@@ -27,7 +27,8 @@ pub trait Assembler: Default {
     /// Builds the response from a whole JSON answer: some compatible servers ignore
     /// `stream: true` and answer `application/json`.
     fn from_json(value: &Value) -> Result<ModelResponse, ModelError>;
-    /// Text, reasoning and tool-call argument bytes assembled so far, for
+    /// Text, reasoning and tool-call argument bytes assembled so far, with what the slots
+    /// and kept JSON values count ([`SLOT_BYTES`], [`json_bytes`]), for
     /// [`MAX_RESPONSE_BYTES`].
     fn kept_bytes(&self) -> usize;
 }
@@ -81,6 +82,26 @@ where
 /// The most text, reasoning and tool-call argument bytes one response may assemble.
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 
+/// What one tool-call, content-block or output-item slot counts toward
+/// [`MAX_RESPONSE_BYTES`] besides its contents, about its memory when empty: a stream of
+/// thousands of distinct indexes with nothing in them is bounded like one of text.
+pub const SLOT_BYTES: usize = 128;
+
+/// What a JSON value a provider streamed and deerflow keeps (extra fields of a call, a
+/// block's start object) counts toward [`MAX_RESPONSE_BYTES`]: about its compact size.
+pub fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(|v| json_bytes(v) + 1).sum::<usize>() + 2,
+        Value::Object(map) => {
+            let fields = map.iter().map(|(k, v)| k.len() + 4 + json_bytes(v));
+            fields.sum::<usize>() + 2
+        }
+    }
+}
+
 /// Feeds every SSE event of a response body to `on_event`, as [`sse::read_events`] does,
 /// with no byte for `idle` failing with `ModelError::Timeout`. The timeout is on the
 /// bytes, not the events: SSE comments (`: keepalive`) are traffic but yield no event.
@@ -99,8 +120,9 @@ where
     sse::read_events(idle_bounded(body, idle, provider), provider, on_event).await
 }
 
-/// The body's chunks, each awaited under the idle timeout; a transport error mid-stream
-/// becomes a stream error. The first failure ends the stream.
+/// The body's chunks, each awaited under the idle timeout once the first byte of the body
+/// has come; a transport error mid-stream becomes a stream error. The first failure ends
+/// the stream.
 fn idle_bounded<S, B, E>(
     body: S,
     idle: Duration,
@@ -108,25 +130,42 @@ fn idle_bounded<S, B, E>(
 ) -> impl Stream<Item = Result<B, ModelError>>
 where
     S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
     E: StdError + 'static,
 {
-    let state = (Box::pin(body), provider.to_string(), false);
-    futures_util::stream::unfold(state, move |(mut body, provider, failed)| async move {
-        if failed {
-            return None;
-        }
-        let item = match tokio::time::timeout(idle, body.next()).await {
-            Err(_) => Err(idle_timeout(&provider, idle)),
-            Ok(None) => return None,
-            Ok(Some(Ok(bytes))) => Ok(bytes),
-            Ok(Some(Err(err))) => Err(dropped(
-                &provider,
-                format!("connection lost mid-stream: {}", error_chain(&err)),
-            )),
-        };
-        let failed = item.is_err();
-        Some((item, (body, provider, failed)))
-    })
+    // (body, provider, failed, started)
+    let state = (Box::pin(body), provider.to_string(), false, false);
+    futures_util::stream::unfold(
+        state,
+        move |(mut body, provider, failed, started)| async move {
+            if failed {
+                return None;
+            }
+            let next = match idle_for(started, idle) {
+                Some(idle) => tokio::time::timeout(idle, body.next()).await,
+                None => Ok(body.next().await),
+            };
+            let item = match next {
+                Err(_) => Err(idle_timeout(&provider, idle)),
+                Ok(None) => return None,
+                Ok(Some(Ok(bytes))) => Ok(bytes),
+                Ok(Some(Err(err))) => Err(dropped(
+                    &provider,
+                    format!("connection lost mid-stream: {}", error_chain(&err)),
+                )),
+            };
+            let failed = item.is_err();
+            let started = started || item.as_ref().is_ok_and(|b| !b.as_ref().is_empty());
+            Some((item, (body, provider, failed, started)))
+        },
+    )
+}
+
+/// The idle bound on the next chunk of a body: none before its first byte, when a local
+/// server may still be reading a long prompt after sending its headers (llama.cpp does);
+/// the whole-request timeout governs until then (contract §12).
+fn idle_for(started: bool, idle: Duration) -> Option<Duration> {
+    started.then_some(idle)
 }
 
 fn idle_timeout(provider: &str, idle: Duration) -> ModelError {
@@ -509,15 +548,18 @@ async fn read_success_body(
     const LIMIT: usize = 32 * 1024 * 1024;
     let mut body = Vec::new();
     loop {
-        let chunk = tokio::time::timeout(idle, response.chunk())
-            .await
-            .map_err(|_| idle_timeout(provider, idle))?
-            .map_err(|e| {
-                stream_error(
-                    provider,
-                    format!("connection lost mid-response: {}", error_chain(&e)),
-                )
-            })?;
+        let chunk = match idle_for(!body.is_empty(), idle) {
+            Some(idle) => tokio::time::timeout(idle, response.chunk())
+                .await
+                .map_err(|_| idle_timeout(provider, idle))?,
+            None => response.chunk().await,
+        };
+        let chunk = chunk.map_err(|e| {
+            stream_error(
+                provider,
+                format!("connection lost mid-response: {}", error_chain(&e)),
+            )
+        })?;
         match chunk {
             Some(chunk) => body.extend_from_slice(&chunk),
             None => break,
@@ -649,6 +691,32 @@ mod tests {
                 provider: "openai".into(),
                 message: "timed out: no data for 0.05 s (stream_idle_timeout)".into()
             })
+        );
+    }
+
+    /// Silence before the body's first byte is the whole-request timeout's business (a
+    /// server reading a long prompt after its headers); after it, the idle timeout's.
+    #[tokio::test]
+    async fn the_idle_timeout_starts_with_the_first_body_byte() {
+        let late_first = futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, std::convert::Infallible>(b"data: first\n\n".to_vec())
+        })
+        .chain(futures_util::stream::pending());
+        let mut seen = Vec::new();
+        let result = read_stream(late_first, Duration::from_millis(50), "openai", |event| {
+            seen.push(event.data.clone());
+            Ok(Flow::Continue)
+        })
+        .await;
+        assert_eq!(
+            seen,
+            ["first"],
+            "the first byte waited past the idle timeout"
+        );
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "openai stream dropped: timed out: no data for 0.05 s (stream_idle_timeout)"
         );
     }
 

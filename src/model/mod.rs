@@ -144,6 +144,18 @@ pub struct Usage {
     /// `cache_creation_input_tokens`), billed at its own price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Which counts the provider did not report as a non-negative integer: 0 above (they
+    /// add nothing to totals and budgets), `null` in the `usage` event (contract §12).
+    #[serde(skip)]
+    pub unreported: Unreported,
+}
+
+/// The counts of a [`Usage`] the provider left out or gave as no non-negative integer.
+/// The total is never among them: it is at least the sum of the counts that were given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unreported {
+    pub input: bool,
+    pub output: bool,
 }
 
 impl Usage {
@@ -158,7 +170,39 @@ impl Usage {
             total_tokens: total.filter(|t| *t >= sum).unwrap_or(sum),
             cache_read_tokens: cache_read,
             cache_write_tokens: None,
+            unreported: Unreported::default(),
         }
+    }
+
+    /// Usage from the counts a provider gave, each `None` when it was absent or not a
+    /// non-negative integer (see [`count`]); `None` when not one of input, output and total
+    /// was given: a usage object with no valid field is no report (contract §12).
+    pub fn from_counts(
+        input: Option<u64>,
+        output: Option<u64>,
+        total: Option<u64>,
+        cache_read: Option<u64>,
+    ) -> Option<Self> {
+        if input.is_none() && output.is_none() && total.is_none() {
+            return None;
+        }
+        Some(Self {
+            unreported: Unreported {
+                input: input.is_none(),
+                output: output.is_none(),
+            },
+            ..Self::reported(input.unwrap_or(0), output.unwrap_or(0), total, cache_read)
+        })
+    }
+
+    /// The input count as reported, `None` when the provider gave none.
+    pub fn input(&self) -> Option<u64> {
+        (!self.unreported.input).then_some(self.input_tokens)
+    }
+
+    /// The output count as reported, `None` when the provider gave none.
+    pub fn output(&self) -> Option<u64> {
+        (!self.unreported.output).then_some(self.output_tokens)
     }
 }
 

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use super::providers::{anthropic, cannot_serve, gemini, openai_chat, openai_responses, replay};
 use super::ChatModel;
-use crate::config::{base_url, DeerFlowClasses, Endpoint, ProviderInfo, Providers, ResolvedModel};
+use crate::config::{
+    base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers, ResolvedModel,
+};
 
 /// Builds a client from a resolved model. The error is one line for the user.
 pub type Constructor = fn(&ResolvedModel) -> Result<Arc<dyn ChatModel>, String>;
@@ -43,6 +45,7 @@ pub static PROVIDERS: &[Provider] = &[
                 hosted: "api.openai.com",
                 normalize_base: base_url::trimmed,
                 default_max_tokens: None,
+                body_keys: openai_body_keys,
             }),
             // ChatOpenAI, ChatDeepSeek, DeerFlow's patched classes, vLLM, Ollama, …
             deerflow_classes: DeerFlowClasses::Rest,
@@ -60,6 +63,7 @@ pub static PROVIDERS: &[Provider] = &[
                 hosted: "api.anthropic.com",
                 normalize_base: base_url::without_v1,
                 default_max_tokens: Some(anthropic::default_max_tokens),
+                body_keys: |_| anthropic::BODY_KEYS,
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },
@@ -78,6 +82,7 @@ pub static PROVIDERS: &[Provider] = &[
                 normalize_base: gemini::normalize_base,
                 // Gemini's output limit is optional: the server's default applies.
                 default_max_tokens: None,
+                body_keys: |_| gemini::BODY_KEYS,
             }),
             // langchain_google_genai:ChatGoogleGenerativeAI (never Vertex AI's classes).
             deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
@@ -102,6 +107,15 @@ fn openai(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
         openai_responses::build(r)
     } else {
         openai_chat::build(r)
+    }
+}
+
+/// The body keys of the wire protocol the `openai` row speaks for these settings.
+fn openai_body_keys(h: &HttpSettings) -> &'static [&'static str] {
+    if h.use_responses_api {
+        openai_responses::BODY_KEYS
+    } else {
+        openai_chat::BODY_KEYS
     }
 }
 

@@ -75,6 +75,8 @@ fn config_tests_use_this_table() {
                 // of no known family.
                 let max = |f: Option<fn(&str) -> u64>| f.map(|f| f("claude-x"));
                 assert_eq!(max(c.default_max_tokens), max(r.default_max_tokens));
+                let chat = HttpSettings::new("m", "http://h", None);
+                assert_eq!((c.body_keys)(&chat), (r.body_keys)(&chat));
                 for url in [" http://h/v1/ ", "https://x/v1", "http://h"] {
                     assert_eq!((c.normalize_base)(url), (r.normalize_base)(url), "{url}");
                 }
@@ -122,6 +124,7 @@ static FAKE: &[Provider] = &[Provider {
             hosted: "api.fake.example",
             normalize_base: base_url::trimmed,
             default_max_tokens: None,
+            body_keys: |_| &["model"],
         }),
         deerflow_classes: DeerFlowClasses::NameContains("Fake"),
     },

@@ -35,6 +35,11 @@ impl Tool for BashTool {
         "bash"
     }
 
+    /// The same command, whatever its description says.
+    fn loop_key(&self, args: &crate::model::ToolArgs) -> u64 {
+        super::loop_key::arguments(args, &["command"])
+    }
+
     fn spec(&self) -> ToolSpec {
         spec::<BashArgs>(
             "bash",

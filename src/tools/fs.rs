@@ -267,6 +267,11 @@ impl Tool for LsTool {
         "ls"
     }
 
+    /// Listed again is the same directory, whatever else the call says.
+    fn loop_key(&self, args: &crate::model::ToolArgs) -> u64 {
+        super::loop_key::arguments(args, &["path"])
+    }
+
     fn spec(&self) -> ToolSpec {
         spec::<LsArgs>(
             "ls",
@@ -588,6 +593,10 @@ impl Tool for ReadFileTool {
 
     fn name(&self) -> &str {
         "read_file"
+    }
+
+    fn loop_key(&self, args: &crate::model::ToolArgs) -> u64 {
+        super::loop_key::path_and_line_stretch(args)
     }
 
     fn spec(&self) -> ToolSpec {

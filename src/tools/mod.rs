@@ -7,6 +7,7 @@ pub mod bash;
 mod edit_stream;
 pub mod fs;
 pub mod lead;
+pub mod loop_key;
 mod read_range;
 pub mod registry;
 pub mod search;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{BoxFuture, ToolCall, ToolSpec};
+use crate::model::{BoxFuture, ToolArgs, ToolCall, ToolSpec};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +218,13 @@ pub trait Tool: Send + Sync {
     /// Exclusive unless the tool says otherwise, so a new tool is ordered safely.
     fn concurrency(&self) -> Concurrency {
         Concurrency::Exclusive
+    }
+    /// What makes two calls of this tool the same call for the loop detector (contract
+    /// §4): all the arguments unless the tool says otherwise ([`loop_key`]), so calls with
+    /// different arguments of a tool deerflow knows nothing about (an MCP tool) are never
+    /// repeats.
+    fn loop_key(&self, args: &ToolArgs) -> u64 {
+        loop_key::all_arguments(args)
     }
 }
 

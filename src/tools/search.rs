@@ -89,6 +89,11 @@ impl Tool for GlobTool {
         "glob"
     }
 
+    /// The same pattern under the same directory, whatever the limits.
+    fn loop_key(&self, args: &crate::model::ToolArgs) -> u64 {
+        super::loop_key::arguments(args, &["pattern", "path"])
+    }
+
     fn spec(&self) -> ToolSpec {
         spec::<GlobArgs>(
             "glob",
@@ -232,6 +237,11 @@ impl Tool for GrepTool {
 
     fn name(&self) -> &str {
         "grep"
+    }
+
+    /// The same search over the same files, whatever the limits and case.
+    fn loop_key(&self, args: &crate::model::ToolArgs) -> u64 {
+        super::loop_key::arguments(args, &["pattern", "path", "glob"])
     }
 
     fn spec(&self) -> ToolSpec {

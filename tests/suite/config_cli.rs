@@ -922,3 +922,69 @@ async fn custom_agent_tool_names_are_checked_by_every_command_in_the_same_order(
         .collect();
     assert_eq!(ignored, load);
 }
+
+/// `extra_body` and the thinking maps may not set a key the client writes itself (the
+/// model, the conversation, the tools, streaming, per wire protocol): the request would
+/// go to another model, or without the conversation, while events name the configured one.
+#[tokio::test(flavor = "multi_thread")]
+async fn passthrough_maps_may_not_replace_the_requests_own_keys() {
+    let dir = workspace();
+    let cases = [
+        (
+            "use: openai",
+            "extra_body: {model: gpt-4o}",
+            "models[0].extra_body.model",
+        ),
+        (
+            "use: openai",
+            "supports_thinking: true, when_thinking_enabled: {extra_body: {messages: []}}",
+            "models[0].when_thinking_enabled.extra_body.messages",
+        ),
+        (
+            "use: openai",
+            "when_thinking_disabled: {stream: false}",
+            "models[0].when_thinking_disabled.stream",
+        ),
+        (
+            "use: openai, use_responses_api: true",
+            "extra_body: {input: x}",
+            "models[0].extra_body.input",
+        ),
+        (
+            "use: anthropic",
+            "extra_body: {system: x}",
+            "models[0].extra_body.system",
+        ),
+        (
+            "use: gemini",
+            "extra_body: {contents: []}",
+            "models[0].extra_body.contents",
+        ),
+    ];
+    for (provider, extra, key) in cases {
+        let text = format!(
+            "models:\n  - {{name: m, {provider}, model: x, api_key: k, \
+             base_url: 'http://127.0.0.1:9', {extra}}}\n"
+        );
+        let cfg = write(dir.path(), "c.yaml", &text);
+        let check = deerflow(["-c", s(&cfg), "config", "check"])
+            .cwd(dir.path())
+            .text()
+            .await;
+        assert_has(&config_error(&check), &[key, "cannot be set here"]);
+        let run = deerflow(["-c", s(&cfg), "run", "--json", "hi"])
+            .cwd(dir.path())
+            .text()
+            .await;
+        assert_has(&config_error(&run), &[key]);
+    }
+    // The same key where it replaces nothing of that protocol is passed through.
+    let text = "models:\n  - {name: m, use: openai, model: x, api_key: k, \
+                base_url: 'http://127.0.0.1:9', extra_body: {system: x, top_k: 5}}\n";
+    let cfg = write(dir.path(), "c.yaml", text);
+    let check = deerflow(["-c", s(&cfg), "config", "check"])
+        .cwd(dir.path())
+        .text()
+        .await;
+    assert_eq!(check.code, 0, "{}", check.stderr);
+}

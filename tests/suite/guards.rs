@@ -314,3 +314,37 @@ async fn a_panic_in_a_sub_agent_fails_only_that_task() {
         .iter()
         .all(|e| e["error"] == "internal error: the sub-agent panicked"));
 }
+
+/// Six `present_files` calls with different paths are six different calls, not a loop (the
+/// tool's loop key is all its arguments); the same call six times is stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_with_different_arguments_are_not_repeats_whatever_the_tool() {
+    let present = |path: &str| json!({"name": "present_files", "arguments": {"filepaths": [path]}});
+    let script = |paths: Vec<String>| {
+        let mut lead: Vec<Value> = paths
+            .iter()
+            .map(|p| json!({"tool_calls": [present(p)]}))
+            .collect();
+        lead.push(json!({"text": "done"}));
+        json!({"version": 1, "lead": lead})
+    };
+    let different = script((0..6).map(|i| format!("out/{i}.md")).collect());
+    let out = run(different, &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(warnings(&out, "loop_detected").is_empty());
+    assert_eq!(tool_calls(&out).len(), 6);
+
+    let same = script(vec!["out/a.md".to_string(); 6]);
+    let out = run(same, &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        warnings(&out, "loop_detected").len(),
+        2,
+        "a warning, then the stop"
+    );
+    assert_eq!(
+        tool_calls(&out).len(),
+        4,
+        "the fifth repeat's call is dropped"
+    );
+}

@@ -311,6 +311,43 @@ async fn a_slow_first_byte_is_bounded_by_the_request_timeout_not_the_idle_timeou
     assert_eq!(out.completed()["final_message"], "thought about it");
 }
 
+/// llama-server sends its headers at once, then nothing while it reads the prompt: that
+/// silence is bounded by the request timeout, not `stream_idle_timeout` (no retry); once
+/// the body has started, silence trips the idle timeout as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn silence_after_the_headers_before_the_body_is_not_idle() {
+    use super::openai_http::{config, run};
+    use crate::support::{MockServer, Reply};
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("read it all").usage(5, 5).body_delay_ms(2500));
+    let ws = workspace();
+    let cfg = config(
+        ws.path(),
+        "openai",
+        &server.url(),
+        ", stream_idle_timeout: 1, max_retries: 0",
+    );
+    let out = run(&cfg, ws.path(), "a long prompt").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.completed()["final_message"], "read it all");
+    let warnings: Vec<_> = out.of_type("warning");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(server.request_count(), 1);
+
+    // The same pause after the first chunk is idle silence.
+    server.push_reply(Reply::text("stalls").usage(5, 5).stall_after_chunks(1));
+    let out = run(&cfg, ws.path(), "again").json().await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let err = out.completed()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        err.contains("no data for 1 s (stream_idle_timeout)"),
+        "{err}"
+    );
+}
+
 /// llama.cpp closes its connection after each streamed answer; the next model call of the
 /// run finds its pooled connection closed. That request is sent again at once on a new
 /// connection: no `model_retry` warning, no retry counted, no backoff (§12).

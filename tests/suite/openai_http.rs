@@ -661,3 +661,55 @@ async fn llama_nonstream_json_answer_is_accepted() {
         (Some(26), Some(7), Some(33), Some(0))
     );
 }
+
+/// A usage count that is no non-negative integer is unreported for that field (`null`),
+/// and a usage object without one valid count is no report at all (§12).
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_usage_counts_are_null_and_an_all_invalid_usage_is_unreported() {
+    let server = MockServer::start().await;
+    let call = json!({"index": 0, "id": "c1", "type": "function",
+                      "function": {"name": "ls", "arguments": "{}"}});
+    let first = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                     "finish_reason": "tool_calls"}],
+                       "usage": {"prompt_tokens": -5, "completion_tokens": 3}});
+    let second = json!({"choices": [{"index": 0, "delta": {"content": "done"},
+                                      "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": -5, "completion_tokens": 2.5,
+                                  "total_tokens": "many"}});
+    for chunk in [first, second] {
+        server.push_reply(Reply::raw_sse(vec![
+            format!("data: {chunk}\n\n"),
+            "data: [DONE]\n\n".to_string(),
+        ]));
+    }
+    let ws = workspace();
+    let cfg = config(ws.path(), "openai", &server.url(), "");
+    let out = run(&cfg, ws.path(), "hi").json().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let usages = out.of_type("usage");
+    let fields = |u: &Value| {
+        (
+            u["input_tokens"].clone(),
+            u["output_tokens"].clone(),
+            u["total_tokens"].clone(),
+            u["reported"].clone(),
+        )
+    };
+    assert_eq!(
+        fields(usages[0]),
+        (Value::Null, json!(3), json!(3), json!(true))
+    );
+    assert_eq!(
+        fields(usages[1]),
+        (Value::Null, Value::Null, Value::Null, json!(false))
+    );
+    let total = &out.completed()["usage"];
+    assert_eq!(
+        (
+            &total["input_tokens"],
+            &total["output_tokens"],
+            &total["total_tokens"]
+        ),
+        (&json!(0), &json!(3), &json!(3))
+    );
+}

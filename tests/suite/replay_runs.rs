@@ -261,6 +261,28 @@ async fn scripted_provider_error_fails_the_run_with_exit_1() {
     assert_eq!(out.completed()["turns"], 2);
 }
 
+/// A `delay_ms` over one year is a malformed cassette: a configuration error (78) before
+/// any event, like a cassette that is not valid JSON.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cassette_delay_over_one_year_is_a_configuration_error() {
+    let ws = workspace();
+    let bad_delay = json!({"version": 1, "lead": [{"text": "a", "delay_ms": u64::MAX}]});
+    for body in [
+        bad_delay.to_string(),
+        r#"{"version": 1, "lead": ["#.to_string(),
+    ] {
+        let c = ws.path().join("bad.json");
+        std::fs::write(&c, body).unwrap();
+        let out = deerflow(["run", "--json", "-m", &model_arg(&c), "q"])
+            .cwd(ws.path())
+            .output()
+            .await;
+        assert_eq!(out.code, 78, "{}", out.stderr);
+        assert_eq!(out.stdout, "", "no event");
+        assert!(out.stderr.contains("cassette"), "{}", out.stderr);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn closed_stdout_exits_141_without_a_panic() {
     use tokio::io::AsyncBufReadExt;

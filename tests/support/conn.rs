@@ -140,6 +140,9 @@ async fn stream_sse(
     wr.write_all(head.as_bytes()).await?;
     wr.flush().await?;
     for i in 0..=chunks.len() {
+        if i == 0 && !reply.body_delay.is_zero() {
+            sleep(reply.body_delay).await;
+        }
         if i > 0 && !reply.chunk_delay.is_zero() {
             sleep(reply.chunk_delay).await;
         }

@@ -131,6 +131,7 @@ pub struct Reply {
     pub(crate) cached: Option<u64>,
     pub(crate) cache_creation: Option<u64>,
     pub(crate) delay: Duration,
+    pub(crate) body_delay: Duration,
     pub(crate) chunk_delay: Duration,
     pub(crate) gate: Option<Gate>,
     pub(crate) cut: Option<Cut>,
@@ -164,6 +165,7 @@ impl Reply {
             cached: None,
             cache_creation: None,
             delay: Duration::ZERO,
+            body_delay: Duration::ZERO,
             chunk_delay: Duration::ZERO,
             gate: None,
             cut: None,
@@ -308,6 +310,13 @@ impl Reply {
     /// Waits this long before sending the response headers.
     pub fn delay_ms(mut self, ms: u64) -> Self {
         self.delay = Duration::from_millis(ms);
+        self
+    }
+
+    /// Sends the headers at once, then waits this long before the first SSE chunk (a
+    /// server reading a long prompt, as llama.cpp does).
+    pub fn body_delay_ms(mut self, ms: u64) -> Self {
+        self.body_delay = Duration::from_millis(ms);
         self
     }
 

@@ -31,6 +31,10 @@ pub use request::request_body;
 pub use stream::AnthropicAssembler;
 
 const PROVIDER: &str = "anthropic";
+
+/// The body keys this client writes that a model's `extra_body` or thinking maps may not
+/// replace: the model, the conversation and its system prompt, streaming, the tools.
+pub const BODY_KEYS: &[&str] = &["model", "messages", "system", "stream", "tools"];
 const API_VERSION: &str = "2023-06-01";
 
 /// The output limit each request carries: the configured one, else the family's.
@@ -282,6 +286,34 @@ mod tests {
                  "name": "fixed_version", "input": {}},
             ])
         );
+    }
+
+    /// A thinking block that never got a signature (a compatible server's) is shown as
+    /// reasoning but not sent back: Anthropic refuses a thinking block without a valid
+    /// signature, and an empty one would be made up.
+    #[tokio::test]
+    async fn an_unsigned_thinking_block_is_not_sent_back() {
+        let stream = capture!("anthropic/thinking_then_tool_use.sse");
+        let unsigned: String = stream
+            .split_inclusive("\n\n")
+            .filter(|e| !e.contains("signature_delta"))
+            .collect();
+        assert!(unsigned.len() < stream.len());
+        let r = parse(&unsigned).await;
+        assert!(r
+            .reasoning
+            .text
+            .as_deref()
+            .unwrap()
+            .starts_with("The user wants me to"));
+        assert!(r.reasoning.blocks.is_empty(), "{:?}", r.reasoning.blocks);
+        let messages = history_on_the_wire(r);
+        assert_eq!(
+            messages[1]["content"],
+            json!([{"type": "tool_use", "id": "toolu_01825dXWLSoJwCst1qTsiWdb",
+                    "name": "fixed_version", "input": {}}])
+        );
+        assert!(!messages.to_string().contains("signature"), "{messages}");
     }
 
     #[tokio::test]

@@ -39,6 +39,16 @@ pub use stream::{GeminiAssembler, SAFETY_REASONS};
 
 const PROVIDER: &str = "gemini";
 
+/// The body keys this client writes that a model's `extra_body` or thinking maps may not
+/// replace: the model, the conversation and its system instruction (the API reads either spelling), the tools.
+pub const BODY_KEYS: &[&str] = &[
+    "model",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+    "tools",
+];
+
 /// The `type` of a reasoning block holding one part of a Gemini response as the API sent
 /// it (`{"type": "gemini_part", "part": {…}, "after_calls": N}`): only this provider reads
 /// such blocks back.

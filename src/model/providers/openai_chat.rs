@@ -44,6 +44,10 @@ pub use stream::OpenAiAssembler;
 
 const PROVIDER: &str = "openai";
 
+/// The body keys this client writes that a model's `extra_body` or thinking maps may not
+/// replace: the model, the conversation, streaming, the tools.
+pub const BODY_KEYS: &[&str] = &["model", "messages", "stream", "tools"];
+
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAiModel {
     settings: HttpSettings,

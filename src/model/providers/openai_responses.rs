@@ -35,6 +35,10 @@ pub use stream::ResponsesAssembler;
 /// The provider's name in events and errors: it is OpenAI's, whichever API it talks to.
 const PROVIDER: &str = "openai";
 
+/// The body keys this client writes that a model's `extra_body` or thinking maps may not
+/// replace: the model, the conversation and its instructions, streaming, the tools.
+pub const BODY_KEYS: &[&str] = &["model", "input", "instructions", "stream", "tools"];
+
 /// A model behind an OpenAI `/responses` endpoint.
 pub struct ResponsesModel {
     settings: HttpSettings,

@@ -134,8 +134,11 @@ impl<'de> Deserialize<'de> for ScriptedArgs {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScriptedUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    /// Absent: the provider did not report it (`null` in the `usage` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,7 +170,33 @@ impl Cassette {
                 c.version
             ));
         }
+        c.check_delays()
+            .map_err(|at| format!("cassette {}: {at}", path.display()))?;
         Ok(c)
+    }
+
+    /// A `delay_ms` over one year is a mistake (contract §12), and would overflow the
+    /// timer it becomes; the error names the first one.
+    fn check_delays(&self) -> Result<(), String> {
+        let scripts = std::iter::once(("lead".to_string(), &self.lead))
+            .chain(self.tasks.iter().map(|(k, v)| (format!("tasks.{k:?}"), v)))
+            .chain(std::iter::once((
+                "default_task".to_string(),
+                &self.default_task,
+            )));
+        for (name, script) in scripts {
+            for (i, r) in script.iter().enumerate() {
+                match r.delay_ms {
+                    Some(ms) if ms as f64 / 1000.0 > crate::text::MAX_SECONDS => {
+                        return Err(format!(
+                            "{name}[{i}].delay_ms: {ms} is over one year (31536000000 ms)"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A task's script: under its task id (how `--record` keeps apart several tasks with
@@ -290,14 +319,17 @@ fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
         call
     }));
     let tool_calls = calls;
-    let usage = r.usage.as_ref().map(|u| Usage {
-        cache_write_tokens: u.cache_write_tokens,
-        ..Usage::reported(
+    let usage = r.usage.as_ref().and_then(|u| {
+        let usage = Usage::from_counts(
             u.input_tokens,
             u.output_tokens,
             u.total_tokens,
             u.cache_read_tokens,
-        )
+        )?;
+        Some(Usage {
+            cache_write_tokens: u.cache_write_tokens,
+            ..usage
+        })
     });
     let finish = if tool_calls.is_empty() {
         "stop"
@@ -439,8 +471,8 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
             })
             .collect(),
         usage: r.usage.map(|u| ScriptedUsage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
+            input_tokens: u.input(),
+            output_tokens: u.output(),
             total_tokens: Some(u.total_tokens),
             cache_read_tokens: u.cache_read_tokens,
             cache_write_tokens: u.cache_write_tokens,
@@ -568,6 +600,33 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_delay_over_one_year_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |delay: u64, at: &str| {
+            let body = json!({"version": 1, "lead": [{"text": "a"}],
+                "tasks": {"t": [{"text": "b"}, {"text": "c", "delay_ms": 1}]}});
+            let mut body = body;
+            let slot = if at == "lead" {
+                &mut body["lead"][0]
+            } else {
+                &mut body["tasks"]["t"][1]
+            };
+            slot["delay_ms"] = json!(delay);
+            let path = dir.path().join("c.json");
+            std::fs::write(&path, body.to_string()).unwrap();
+            Cassette::load(&path)
+        };
+        assert!(load(31_536_000_000, "lead").is_ok());
+        let err = load(31_536_000_001, "task").unwrap_err();
+        assert!(
+            err.contains("tasks.\"t\"[1].delay_ms: 31536000001 is over one year"),
+            "{err}"
+        );
+        let err = load(u64::MAX, "lead").unwrap_err();
+        assert!(err.contains("lead[0].delay_ms"), "{err}");
+    }
+
     #[tokio::test]
     async fn arguments_that_are_not_an_object_are_invalid() {
         let c: Cassette = serde_json::from_value(json!({"version": 1, "lead": [{"tool_calls": [
@@ -672,6 +731,7 @@ mod tests {
                 total_tokens: 1305,
                 cache_read_tokens: Some(1000),
                 cache_write_tokens: Some(200),
+                unreported: Default::default(),
             }),
             finish_reason: Some("stop".into()),
             ..Default::default()

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -54,7 +54,7 @@ pub struct AnthropicAssembler {
     blocks: BTreeMap<u64, Block>,
     usage: Option<WireUsage>,
     stop_reason: Option<String>,
-    /// Bytes of text and tool input so far (the response size limit).
+    /// Bytes of text, tool input, kept blocks and slots so far (the response size limit).
     kept: usize,
 }
 
@@ -116,6 +116,14 @@ impl Assembler for AnthropicAssembler {
                         }
                         all.push_str(&thinking);
                     }
+                    // Anthropic requires a thinking block sent back to carry the signature
+                    // it was given (a missing one is "Field required", an empty one "Invalid
+                    // signature"), and Claude signs every block. An unsigned block comes
+                    // from a compatible server that checks no signature, so it is not kept:
+                    // its text was shown, and nothing made up is sent back.
+                    if signature.is_empty() {
+                        continue;
+                    }
                     start.insert("thinking".into(), Value::String(thinking));
                     start.insert("signature".into(), Value::String(signature));
                     reasoning.blocks.push(Value::Object(start));
@@ -127,7 +135,7 @@ impl Assembler for AnthropicAssembler {
         Ok(ModelResponse {
             text: (!text.is_empty()).then_some(text),
             tool_calls,
-            usage: self.usage.as_ref().map(convert_usage),
+            usage: self.usage.as_ref().and_then(convert_usage),
             finish_reason: self.stop_reason,
             reasoning,
         })
@@ -209,22 +217,29 @@ impl AnthropicAssembler {
     fn start_block(&mut self, value: &Value) {
         let index = value["index"].as_u64().unwrap_or(self.blocks.len() as u64);
         let block = &value["content_block"];
+        // Every block counts toward the size limit, an empty or unused one too: a stream
+        // could start thousands of them.
+        self.kept += SLOT_BYTES;
         let new = match block["type"].as_str() {
             Some("text") => {
                 let text = block["text"].as_str().unwrap_or_default();
                 self.kept += text.len();
                 Block::Text(text.to_string())
             }
-            Some("tool_use") => Block::ToolUse {
-                id: block["id"].as_str().unwrap_or_default().to_string(),
-                name: block["name"].as_str().unwrap_or_default().to_string(),
-                start_input: block["input"].clone(),
-                json: String::new(),
-            },
+            Some("tool_use") => {
+                self.kept += json_bytes(block);
+                Block::ToolUse {
+                    id: block["id"].as_str().unwrap_or_default().to_string(),
+                    name: block["name"].as_str().unwrap_or_default().to_string(),
+                    start_input: block["input"].clone(),
+                    json: String::new(),
+                }
+            }
             Some("thinking") => {
                 let text = |key: &str| block[key].as_str().unwrap_or_default().to_string();
                 let (thinking, signature) = (text("thinking"), text("signature"));
-                self.kept += thinking.len() + signature.len();
+                // The whole start object is kept, its extra fields included.
+                self.kept += json_bytes(block);
                 Block::Thinking {
                     start: block.as_object().cloned().unwrap_or_default(),
                     thinking,
@@ -232,7 +247,7 @@ impl AnthropicAssembler {
                 }
             }
             Some("redacted_thinking") => {
-                self.kept += block["data"].as_str().map_or(0, str::len);
+                self.kept += json_bytes(block);
                 Block::Redacted(block.clone())
             }
             _ => Block::Other,
@@ -297,22 +312,19 @@ fn tool_call(id: String, name: String, start_input: &Value, json: &str) -> ToolC
 
 /// `input_tokens` counts every prompt token (contract §3): Anthropic reports the cached
 /// and the cache-writing parts separately from the uncached rest.
-fn convert_usage(usage: &WireUsage) -> Usage {
+/// An input count that was not reported stays unreported, whatever the cache counts say.
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
     let read = usage.cache_read_input_tokens;
     let write = usage.cache_creation_input_tokens;
-    let input = usage
-        .input_tokens
-        .unwrap_or(0)
-        .saturating_add(read.unwrap_or(0))
-        .saturating_add(write.unwrap_or(0));
-    let output = usage.output_tokens.unwrap_or(0);
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        total_tokens: input.saturating_add(output),
-        cache_read_tokens: read,
+    let input = usage.input_tokens.map(|i| {
+        i.saturating_add(read.unwrap_or(0))
+            .saturating_add(write.unwrap_or(0))
+    });
+    let usage = Usage::from_counts(input, usage.output_tokens, None, read)?;
+    Some(Usage {
         cache_write_tokens: write,
-    }
+        ..usage
+    })
 }
 
 /// A bad chunk as quoted in an error message.
@@ -373,7 +385,8 @@ mod tests {
                 output_tokens: 57,
                 total_tokens: 2169,
                 cache_read_tokens: Some(2000),
-                cache_write_tokens: Some(100)
+                cache_write_tokens: Some(100),
+                unreported: Default::default(),
             })
         );
     }
@@ -391,7 +404,8 @@ mod tests {
                 output_tokens: 6,
                 total_tokens: 1226,
                 cache_read_tokens: Some(1217),
-                cache_write_tokens: Some(0)
+                cache_write_tokens: Some(0),
+                unreported: Default::default(),
             })
         );
     }
@@ -499,7 +513,8 @@ mod tests {
                 output_tokens: 3,
                 total_tokens: 10,
                 cache_read_tokens: None,
-                cache_write_tokens: None
+                cache_write_tokens: None,
+                unreported: Default::default(),
             })
         );
     }
@@ -570,7 +585,8 @@ mod tests {
                 output_tokens: 4,
                 total_tokens: 14,
                 cache_read_tokens: Some(0),
-                cache_write_tokens: None
+                cache_write_tokens: None,
+                unreported: Default::default(),
             })
         );
         let err = http::parse_json_answer::<AnthropicAssembler>(
@@ -584,6 +600,35 @@ mod tests {
                 message: "Overloaded".into()
             })
         );
+    }
+
+    /// Blocks count toward the size limit whatever they hold: thousands of empty ones, or
+    /// start objects carrying large fields, are refused like too much text.
+    #[tokio::test]
+    async fn block_slots_and_start_objects_are_bounded_by_the_size_limit() {
+        let too_large = "anthropic stream error: the response is too large (over 32 MiB of \
+                         text and tool-call arguments)";
+        let start = |index: usize, block: Value| {
+            let data =
+                json!({"type": "content_block_start", "index": index, "content_block": block});
+            format!("event: content_block_start\ndata: {data}\n\n")
+        };
+        let empty: String = (0..300_000)
+            .map(|i| start(i * 7, json!({"type": "server_tool_use"})))
+            .collect();
+        let err = parse(&empty).await.unwrap_err();
+        assert_eq!(err.to_string(), too_large);
+        let filler = "x".repeat(1 << 20);
+        let large: String = (0..40)
+            .map(|i| {
+                let input = json!({"note": filler});
+                start(
+                    i,
+                    json!({"type": "tool_use", "id": "t", "name": "ls", "input": input}),
+                )
+            })
+            .collect();
+        assert_eq!(parse(&large).await.unwrap_err().to_string(), too_large);
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::{PART_BLOCK, PROVIDER};
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -50,13 +50,6 @@ struct WireUsage {
 }
 
 impl WireUsage {
-    fn is_empty(&self) -> bool {
-        self.prompt_token_count.is_none()
-            && self.candidates_token_count.is_none()
-            && self.thoughts_token_count.is_none()
-            && self.total_token_count.is_none()
-    }
-
     /// A later chunk's numbers replace the earlier ones; absent ones are kept.
     fn update(&mut self, new: WireUsage) {
         let keep = |old: &mut Option<u64>, new: Option<u64>| {
@@ -80,16 +73,15 @@ impl WireUsage {
 
     /// Thinking tokens are output (they are billed as output and count against
     /// `maxOutputTokens`); the cached part is inside `promptTokenCount` already.
-    fn convert(&self) -> Usage {
+    fn convert(&self) -> Option<Usage> {
         let input = self
             .prompt_token_count
-            .unwrap_or(0)
-            .saturating_add(self.tool_use_prompt_token_count.unwrap_or(0));
-        let output = self
-            .candidates_token_count
-            .unwrap_or(0)
-            .saturating_add(self.thoughts_token_count.unwrap_or(0));
-        Usage::reported(
+            .map(|p| p.saturating_add(self.tool_use_prompt_token_count.unwrap_or(0)));
+        let output = match (self.candidates_token_count, self.thoughts_token_count) {
+            (None, None) => None,
+            (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+        };
+        Usage::from_counts(
             input,
             output,
             self.total_token_count,
@@ -202,7 +194,7 @@ impl Assembler for GeminiAssembler {
         Ok(ModelResponse {
             text: (!text.is_empty()).then_some(text),
             tool_calls: self.calls,
-            usage: self.usage.filter(|u| !u.is_empty()).map(|u| u.convert()),
+            usage: self.usage.as_ref().and_then(WireUsage::convert),
             finish_reason,
             reasoning: Reasoning {
                 text: (!thought.is_empty()).then_some(thought),
@@ -295,13 +287,18 @@ impl GeminiAssembler {
             return;
         }
         let text = part.get("text").and_then(Value::as_str);
-        let signature = part.get("thoughtSignature").and_then(Value::as_str);
-        self.kept += text.map_or(0, str::len) + signature.map_or(0, str::len);
         let plain = text.is_some()
             && part
                 .keys()
                 .all(|k| k == "text" || (k == "thought" && part[k].is_boolean()));
         if !plain {
+            // Kept whole, whatever fields it has; each counts toward the size limit, as
+            // does the slot (a stream could send thousands of empty parts).
+            self.kept += SLOT_BYTES
+                + part
+                    .iter()
+                    .map(|(k, v)| k.len() + json_bytes(v))
+                    .sum::<usize>();
             self.special = true;
             self.parts.push(Kept {
                 part: part.clone(),
@@ -311,6 +308,7 @@ impl GeminiAssembler {
             return;
         }
         let piece = text.unwrap_or_default();
+        self.kept += piece.len();
         if piece.is_empty() {
             return;
         }
@@ -325,6 +323,7 @@ impl GeminiAssembler {
             last.part.insert("text".into(), json!(joined));
             return;
         }
+        self.kept += SLOT_BYTES;
         self.parts.push(Kept {
             part: part.clone(),
             after_calls: calls,
@@ -376,16 +375,22 @@ impl GeminiAssembler {
             .filter(|(k, _)| *k != "functionCall")
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        self.kept += extra
-            .get("thoughtSignature")
-            .and_then(Value::as_str)
-            .map_or(0, str::len);
+        // The call's slot and every field kept with it count toward the size limit.
+        self.kept += SLOT_BYTES
+            + extra
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>();
         let own: Map<String, Value> = call
             .iter()
             .filter(|(k, _)| *k != "name" && *k != "args")
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !own.is_empty() {
+            self.kept += own
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>();
             extra.insert("functionCall".into(), Value::Object(own));
         }
         tool_call.extra = extra.into();

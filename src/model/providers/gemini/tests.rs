@@ -107,6 +107,7 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
             total_tokens: 241,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     assert_eq!(r.tool_calls.len(), 1);
@@ -143,6 +144,36 @@ async fn a_signed_call_goes_back_with_its_signature_and_a_response_by_name() {
             ]},
         ])
     );
+}
+
+/// Calls and kept parts count toward the size limit whatever they hold: hundreds of
+/// thousands of empty calls, or parts piling up fields, are refused like too much text.
+#[tokio::test]
+async fn call_slots_and_kept_fields_are_bounded_by_the_size_limit() {
+    let chunk = |parts: Vec<Value>| {
+        format!(
+            "data: {}\n\n",
+            json!({"candidates": [{"content": {"role": "model", "parts": parts}}]})
+        )
+    };
+    let calls = chunk(vec![json!({"functionCall": {"name": "ls"}}); 300_000]);
+    let err = parse_cut(&calls, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    let filler = "x".repeat(1 << 20);
+    let fields: String = (0..40)
+        .map(|i| {
+            chunk(vec![
+                json!({"functionCall": {"name": "ls", "args": {}}, format!("x{i}"): filler}),
+            ])
+        })
+        .collect();
+    let err = parse_cut(&fields, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    let parts: String = (0..40)
+        .map(|_| chunk(vec![json!({"inlineData": {"data": filler}})]))
+        .collect();
+    let err = parse_cut(&parts, &[]).await.unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
 }
 
 #[tokio::test]
@@ -187,6 +218,7 @@ async fn parallel_calls_keep_their_ids_and_responses_follow_the_calls_order() {
             total_tokens: 197,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     let (boston, delhi) = (r.tool_calls[0].clone(), r.tool_calls[1].clone());
@@ -254,6 +286,7 @@ async fn max_tokens_is_an_output_limit_and_thoughts_count_as_output() {
             total_tokens: 57,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
 }
@@ -281,6 +314,7 @@ fn a_whole_json_answer_reports_cached_tokens() {
             total_tokens: 700,
             cache_read_tokens: Some(330),
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     );
     // The array `streamGenerateContent` answers without `alt=sse` reads the same.

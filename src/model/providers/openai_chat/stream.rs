@@ -1,5 +1,6 @@
 //! Assembling the chunks of a streamed chat completion into one response.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
@@ -10,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
@@ -193,7 +194,7 @@ impl OpenAiAssembler {
             ));
         }
         if let Some(usage) = chunk.usage {
-            self.usage = Some(convert_usage(&usage));
+            self.usage = convert_usage(&usage);
         }
         // Only the first choice: deerflow never asks for `n > 1`.
         for choice in chunk.choices.unwrap_or_default() {
@@ -227,16 +228,31 @@ impl OpenAiAssembler {
         let index = match (delta.index, &delta.id, self.last_call) {
             (Some(i), _, _) => i,
             (None, None, Some(last)) if !starts_a_call(&delta, self.calls.get(&last)) => last,
-            (None, _, _) => self.calls.keys().next_back().map_or(0, |k| k + 1),
+            (None, _, _) => self
+                .calls
+                .keys()
+                .next_back()
+                .map_or(0, |k| k.saturating_add(1)),
         };
         self.last_call = Some(index);
-        let call = self.calls.entry(index).or_default();
+        // A slot counts toward the size limit even empty: a hostile stream could name
+        // thousands of indexes, or any index up to u64::MAX, without a byte of arguments.
+        let call = match self.calls.entry(index) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => {
+                self.kept += SLOT_BYTES;
+                slot.insert(PartialCall::default())
+            }
+        };
         if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
             call.id = id;
         }
-        // A later delta's value wins; `null`s say nothing and are not kept.
-        let extra = delta.extra.into_iter().filter(|(_, v)| !v.is_null());
-        call.extra.extend(extra);
+        // A later delta's value wins; `null`s say nothing and are not kept. Every value
+        // counts toward the size limit as it comes, replaced or not.
+        for (key, value) in delta.extra.into_iter().filter(|(_, v)| !v.is_null()) {
+            self.kept += key.len() + json_bytes(&value);
+            call.extra.insert(key, value);
+        }
         let Some(function) = delta.function else {
             return;
         };
@@ -271,10 +287,10 @@ fn starts_a_call(delta: &ToolCallDelta, last: Option<&PartialCall>) -> bool {
         && serde_json::from_str::<Value>(last.arguments.trim()).is_ok_and(|v| v.is_object())
 }
 
-fn convert_usage(usage: &WireUsage) -> Usage {
-    Usage::reported(
-        usage.prompt_tokens.unwrap_or(0),
-        usage.completion_tokens.unwrap_or(0),
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
+    Usage::from_counts(
+        usage.prompt_tokens,
+        usage.completion_tokens,
         usage.total_tokens,
         usage
             .prompt_tokens_details
@@ -328,6 +344,7 @@ mod tests {
             total_tokens: total,
             cache_read_tokens: cached,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     }
 
@@ -544,7 +561,18 @@ mod tests {
                     \"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":2.5,\"total_tokens\":0,\
                     \"prompt_tokens_details\":{\"cached_tokens\":\"many\"}}}\n\ndata: [DONE]\n\n";
         let r = parse(text).await.unwrap();
-        assert_eq!(r.usage, usage(0, 0, 0, None));
+        // The total is the one valid count: input and output are unreported, not 0.
+        let u = r.usage.unwrap();
+        assert_eq!((u.input(), u.output(), u.total_tokens), (None, None, 0));
+        assert_eq!(u.cache_read_tokens, None);
+        // No valid count at all: no usage reported.
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":\"x\",\"total_tokens\":null}}\n\ndata: [DONE]\n\n";
+        assert_eq!(parse(text).await.unwrap().usage, None);
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
+                    \"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n";
+        let u = parse(text).await.unwrap().usage.unwrap();
+        assert_eq!((u.input(), u.output(), u.total_tokens), (None, Some(7), 7));
         let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\
                     \"usage\":{\"prompt_tokens\":30,\"completion_tokens\":20.0,\"total_tokens\":1}}\n\ndata: [DONE]\n\n";
         let r = parse(text).await.unwrap();
@@ -741,6 +769,44 @@ mod tests {
             json!({"choices": [{"index": 0, "delta": delta}]})
         );
         format!("{}data: [DONE]\n\n", event.repeat(count))
+    }
+
+    /// Empty call slots and extra fields count toward the size limit too: a stream naming
+    /// hundreds of thousands of indexes, or piling up extra fields, is refused like one of
+    /// too much text.
+    #[tokio::test]
+    async fn call_slots_and_extra_fields_are_bounded_by_the_size_limit() {
+        let too_large = "openai stream error: the response is too large (over 32 MiB of text \
+                         and tool-call arguments)";
+        let slots: Vec<Value> = (0..300_000u64)
+            .map(|i| json!({"index": i * 3_000}))
+            .collect();
+        let many = format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": slots}}]})
+        );
+        assert_eq!(parse(&many).await.unwrap_err().to_string(), too_large);
+        let filler = "x".repeat(1 << 20);
+        let extras: String = (0..40)
+            .map(|i| {
+                let call = json!({"index": 0, "id": "c", "function": {"name": "ls"},
+                                  format!("x_field_{i}"): filler});
+                let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+                format!("data: {chunk}\n\n")
+            })
+            .collect();
+        let err = parse(&format!("{extras}data: [DONE]\n\n"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), too_large);
+        // The largest index, then a call without one: no overflow.
+        let text = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[",
+            "{\"index\":18446744073709551615,\"id\":\"a\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}},",
+            "{\"id\":\"b\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]},",
+            "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+        );
+        assert!(!parse(text).await.unwrap().tool_calls.is_empty());
     }
 
     #[tokio::test]

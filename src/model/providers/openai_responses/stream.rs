@@ -16,7 +16,7 @@ use super::request::{MESSAGE_ITEM, REASONING_ITEM};
 use super::PROVIDER;
 use crate::model::count;
 use crate::model::error_text::{clip, dropped, stream_error};
-use crate::model::http::Assembler;
+use crate::model::http::{json_bytes, Assembler, SLOT_BYTES};
 use crate::model::sse::Flow;
 use crate::model::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
@@ -62,6 +62,9 @@ pub struct ResponsesAssembler {
     calls: BTreeMap<u64, PartialCall>,
     /// Output indexes by item id, for events that name only the item.
     indexes: BTreeMap<String, u64>,
+    /// One past the largest output index in `indexes`: the index of an item that comes
+    /// without one.
+    next_index: u64,
     /// Whole reasoning items as the API sent them, by output index.
     reasoning_items: BTreeMap<u64, Value>,
     /// The ids of message items, by output index.
@@ -70,7 +73,8 @@ pub struct ResponsesAssembler {
     saw_items: bool,
     finish_reason: Option<String>,
     usage: Option<Usage>,
-    /// Bytes of text, reasoning and arguments so far (the response size limit).
+    /// Bytes of text, reasoning, arguments, kept items and slots so far (the response size
+    /// limit).
     kept: usize,
 }
 
@@ -116,9 +120,11 @@ impl Assembler for ResponsesAssembler {
         }
         summary.retain(|s| !s.is_empty());
         let text: String = self.text.into_values().collect::<Vec<_>>().join("\n\n");
+        // A call item without a name cannot be run, nor sent back (the API would refuse it).
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_values()
+            .filter(|c| !c.name.is_empty())
             .map(|c| ToolCall::from_raw(c.call_id, c.name, &c.arguments))
             .collect();
         let finish_reason = self.finish_reason.map(|reason| match reason.as_str() {
@@ -172,23 +178,32 @@ impl ResponsesAssembler {
                     .unwrap_or(0);
                 if let Some(delta) = value["delta"].as_str() {
                     self.kept += delta.len();
-                    let text = self.summaries.entry((index, part)).or_default();
+                    let kept = &mut self.kept;
+                    let text = self.summaries.entry((index, part)).or_insert_with(|| {
+                        *kept += SLOT_BYTES;
+                        String::new()
+                    });
                     text.push_str(delta);
                 }
             }
+            // Only for a call whose item was added: the API announces every item before
+            // its deltas, so arguments for any other index belong to no call (a nameless
+            // one would be invented, run and sent back). A whole item that comes later
+            // carries its arguments anyway.
             "response.function_call_arguments.delta" => {
-                if let Some(delta) = value["delta"].as_str() {
+                if let (Some(delta), Some(call)) =
+                    (value["delta"].as_str(), self.calls.get_mut(&index))
+                {
                     self.kept += delta.len();
-                    self.calls
-                        .entry(index)
-                        .or_default()
-                        .arguments
-                        .push_str(delta);
+                    call.arguments.push_str(delta);
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(whole) = value["arguments"].as_str() {
-                    self.calls.entry(index).or_default().arguments = whole.to_string();
+                if let (Some(whole), Some(call)) =
+                    (value["arguments"].as_str(), self.calls.get_mut(&index))
+                {
+                    self.kept += whole.len().saturating_sub(call.arguments.len());
+                    call.arguments = whole.to_string();
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
@@ -209,35 +224,58 @@ impl ResponsesAssembler {
             .or_else(|| value["item"]["id"].as_str());
         if let Some(index) = value["output_index"].as_u64() {
             if let Some(id) = item_id {
-                self.indexes.insert(id.to_string(), index);
+                self.remember(id, index);
             }
             return index;
         }
         if let Some(index) = item_id.and_then(|id| self.indexes.get(id)) {
             return *index;
         }
-        let next = self.indexes.values().max().map_or(0, |i| i + 1);
+        let next = self.next_index;
         if let Some(id) = item_id {
-            self.indexes.insert(id.to_string(), next);
+            self.remember(id, next);
         }
         next
+    }
+
+    fn remember(&mut self, id: &str, index: u64) {
+        if self.indexes.insert(id.to_string(), index).is_none() {
+            self.kept += SLOT_BYTES + id.len();
+        }
+        self.next_index = self.next_index.max(index.saturating_add(1));
     }
 
     fn push_text(&mut self, index: u64, delta: Option<&str>) {
         if let Some(delta) = delta {
             self.kept += delta.len();
-            self.text.entry(index).or_default().push_str(delta);
+            let kept = &mut self.kept;
+            let text = self.text.entry(index).or_insert_with(|| {
+                *kept += SLOT_BYTES;
+                String::new()
+            });
+            text.push_str(delta);
         }
+    }
+
+    /// The call at `index`, a new slot counted toward the size limit: a stream could name
+    /// thousands of items without a byte in them.
+    fn call_slot(&mut self, index: u64) -> &mut PartialCall {
+        let kept = &mut self.kept;
+        self.calls.entry(index).or_insert_with(|| {
+            *kept += SLOT_BYTES;
+            PartialCall::default()
+        })
     }
 
     fn item_added(&mut self, index: u64, item: &Value) {
         if item["type"] == "function_call" {
-            let call = self.calls.entry(index).or_default();
+            self.kept += json_bytes(&item["name"]) + json_bytes(&item["call_id"]);
+            let call = self.call_slot(index);
             call.call_id = call_id(item);
             call.name = item["name"].as_str().unwrap_or_default().to_string();
             if let Some(arguments) = item["arguments"].as_str() {
-                self.kept += arguments.len();
                 call.arguments = arguments.to_string();
+                self.kept += arguments.len();
             }
         }
     }
@@ -247,27 +285,35 @@ impl ResponsesAssembler {
         self.saw_items = true;
         match item["type"].as_str() {
             Some("function_call") => {
-                let call = self.calls.entry(index).or_default();
+                self.kept += json_bytes(&item["name"]) + json_bytes(&item["call_id"]);
+                let call = self.call_slot(index);
                 call.call_id = call_id(item);
                 if let Some(name) = item["name"].as_str() {
                     call.name = name.to_string();
                 }
                 if let Some(arguments) = item["arguments"].as_str() {
+                    let grown = arguments.len().saturating_sub(call.arguments.len());
                     call.arguments = arguments.to_string();
+                    self.kept += grown;
                 }
             }
             Some(MESSAGE_ITEM) => {
                 if let Some(id) = item["id"].as_str() {
+                    self.kept += SLOT_BYTES + id.len();
                     self.message_ids.insert(index, id.to_string());
                 }
                 let whole = message_text(item);
                 if !whole.is_empty() {
+                    // It replaces what the deltas said: only what it adds counts.
+                    let before = self.text.get(&index).map_or(0, String::len);
+                    self.kept += whole.len().saturating_sub(before);
                     self.text.insert(index, whole);
                 }
             }
             Some(REASONING_ITEM) => {
                 // Kept whole and opaque (id, summary, encrypted_content): it goes back to
                 // the API unchanged on the agent's later requests.
+                self.kept += SLOT_BYTES + json_bytes(item);
                 self.reasoning_items.insert(index, item.clone());
             }
             // Items of server-side tools (web search, …) are the API's own business.
@@ -279,7 +325,7 @@ impl ResponsesAssembler {
     /// items, its output.
     fn take_final(&mut self, response: &Value) -> Result<Flow, ModelError> {
         if let Ok(usage) = WireUsage::deserialize(&response["usage"]) {
-            self.usage = Some(convert_usage(&usage));
+            self.usage = convert_usage(&usage);
         }
         let status = response["status"].as_str().unwrap_or("completed");
         if status == "failed" || response["error"].is_object() {
@@ -332,15 +378,18 @@ fn summary_texts(item: &Value) -> Vec<String> {
 
 /// Reasoning tokens are output tokens; OpenAI counts them in `output_tokens` already, and
 /// a server that reports them apart must not make them vanish.
-fn convert_usage(usage: &WireUsage) -> Usage {
+fn convert_usage(usage: &WireUsage) -> Option<Usage> {
     let reasoning = usage
         .output_tokens_details
         .as_ref()
-        .and_then(|d| d.reasoning_tokens)
-        .unwrap_or(0);
-    Usage::reported(
-        usage.input_tokens.unwrap_or(0),
-        usage.output_tokens.unwrap_or(0).max(reasoning),
+        .and_then(|d| d.reasoning_tokens);
+    let output = match (usage.output_tokens, reasoning) {
+        (Some(o), r) => Some(o.max(r.unwrap_or(0))),
+        (None, r) => r,
+    };
+    Usage::from_counts(
+        usage.input_tokens,
+        output,
         usage.total_tokens,
         usage
             .input_tokens_details
@@ -415,6 +464,7 @@ mod tests {
             total_tokens: total,
             cache_read_tokens: cached,
             cache_write_tokens: None,
+            unreported: Default::default(),
         })
     }
 
@@ -456,6 +506,63 @@ mod tests {
         let r = parse(&deltas_only).await.unwrap();
         assert_eq!(r.tool_calls[0].id, "call_sNntVegw8ViC8Zc4EIjqEKbo");
         assert_eq!(r.tool_calls[0].arguments, json!({"number": "5"}));
+    }
+
+    /// Argument deltas for an item the stream never added (or not yet) belong to no call:
+    /// no nameless call is made up from them; a whole item still counts.
+    #[tokio::test]
+    async fn argument_deltas_for_items_never_added_make_no_call() {
+        let delta = |index: u64, item: &str, piece: &str| {
+            event(json!({"type": "response.function_call_arguments.delta",
+                         "output_index": index, "item_id": item, "delta": piece}))
+        };
+        let call = |kind: &str, index: u64, id: &str, name: &str, args: &str| {
+            event(json!({"type": kind, "output_index": index,
+                         "item": {"type": "function_call", "id": id, "call_id": format!("call_{id}"),
+                                  "name": name, "arguments": args}}))
+        };
+        let done = terminal(
+            "response.completed",
+            json!({"status": "completed", "output": []}),
+        );
+        let text = [
+            delta(7, "ghost", "{\"command\": \"rm -rf /\"}"),
+            event(
+                json!({"type": "response.function_call_arguments.done", "output_index": 8,
+                         "item_id": "ghost2", "arguments": "{}"}),
+            ),
+            // Early deltas of a call added later are dropped; its whole item wins.
+            delta(0, "fc_a", "{\"pa"),
+            call("response.output_item.added", 0, "fc_a", "ls", ""),
+            delta(0, "fc_a", "{\"path\": \".\"}"),
+            call(
+                "response.output_item.done",
+                0,
+                "fc_a",
+                "ls",
+                "{\"path\": \".\"}",
+            ),
+            call("response.output_item.done", 1, "fc_b", "", "{}"),
+            done,
+        ]
+        .concat();
+        let r = parse(&text).await.unwrap();
+        let calls: Vec<(&str, &str)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        assert_eq!(calls, [("call_fc_a", "ls")]);
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "."}));
+        // The deltas alone, with no item at all: no call.
+        let text = [
+            delta(0, "x", "{}"),
+            terminal("response.completed", json!({"status": "completed"})),
+        ]
+        .concat();
+        let r = parse(&text).await.unwrap();
+        assert!(r.tool_calls.is_empty(), "{:?}", r.tool_calls);
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
     }
 
     #[tokio::test]
@@ -663,6 +770,47 @@ mod tests {
                              "output_tokens_details": {"reasoning_tokens": 40}}}),
         );
         assert_eq!(parse(&text).await.unwrap().usage, usage(10, 40, 50, None));
+    }
+
+    /// Items count toward the size limit whatever they hold: hundreds of thousands of
+    /// empty ones, or reasoning items with large opaque fields, are refused like too much
+    /// text. Items without an index are numbered after the largest, which may be u64::MAX.
+    #[tokio::test]
+    async fn item_slots_and_kept_items_are_bounded_by_the_size_limit() {
+        let empty: Vec<Value> = (0..300_000)
+            .map(|i| json!({"type": "message", "id": format!("m{i}"), "content": []}))
+            .collect();
+        let one_event = terminal(
+            "response.completed",
+            json!({"status": "completed", "output": empty}),
+        );
+        let err = parse(&one_event).await.unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
+        let filler = "x".repeat(1 << 20);
+        let reasoning: String = (0..40)
+            .map(|i| {
+                event(json!({"type": "response.output_item.done", "output_index": i,
+                             "item": {"type": "reasoning", "id": "rs", "encrypted_content": filler}}))
+            })
+            .collect();
+        let err = parse(&reasoning).await.unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
+        let unnumbered: String = (0..1_000)
+            .map(|i| {
+                event(json!({"type": "response.output_text.delta", "item_id": format!("m{i}"), "delta": "a"}))
+            })
+            .collect();
+        let last = event(json!({"type": "response.output_text.delta", "item_id": "z",
+                                "output_index": u64::MAX, "delta": "z"}));
+        let whole = format!(
+            "{unnumbered}{last}{}{}",
+            event(json!({"type": "response.output_text.delta", "item_id": "after", "delta": "!"})),
+            terminal("response.completed", json!({"status": "completed"}))
+        );
+        let r = parse(&whole).await.unwrap();
+        let text = r.text.unwrap();
+        assert_eq!(text.len(), 1_000 * 3 + 2);
+        assert!(text.ends_with("a\n\nz!"), "{}", &text[text.len() - 8..]);
     }
 
     #[tokio::test]
