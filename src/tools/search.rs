@@ -14,8 +14,8 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::args::{lenient, spec, with_args, Count};
-use super::fs::{decode_text, looks_binary, resolve, walk_threads};
-use super::walk::{unreadable_note, walk, Cancelled, Seen};
+use super::fs::{decode_text, looks_binary, resolve};
+use super::walk::{unreadable_note, walk, walk_threads, Cancelled, Seen};
 use super::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::workspace::{Access, Workspace};

@@ -1,15 +1,32 @@
-//! The parallel directory walk behind `glob` and `grep`.
+//! The parallel directory walk behind `glob` and `grep`, and what it shares with `ls`: the
+//! directories never shown and the threads one walk or listing may use.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::fs::{walk_threads, IGNORED_DIRS};
 use super::ToolOutput;
+
+/// Directories that listings and searches never descend into (nor show).
+pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", "target", "__pycache__", ".venv"];
+
+/// Threads for one walk, search or listing: a few are enough to keep the disk and the regex
+/// busy, and the machine is shared with the agent's other work.
+pub(super) fn walk_threads() -> usize {
+    // Asked once: the answer reads cgroup files, which cost more than a small `ls` itself
+    // (6 % of the CPU of a run doing nothing but `ls` calls).
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
+}
+
+/// Whether a directory named `name` is one of [`IGNORED_DIRS`].
+pub(super) fn is_ignored_dir(name: &OsStr) -> bool {
+    IGNORED_DIRS.iter().any(|d| name == *d)
+}
 
 /// A search stopped because the calling agent was cancelled (or timed out).
 #[derive(Debug, PartialEq, Eq)]
@@ -229,7 +246,7 @@ impl Shared<'_> {
                 continue;
             };
             let name = entry.file_name();
-            if file_type.is_dir() && IGNORED_DIRS.iter().any(|d| name == *d) {
+            if file_type.is_dir() && is_ignored_dir(&name) {
                 continue;
             }
             buf.truncate(base);
