@@ -298,3 +298,73 @@ pub(super) fn unreadable_note(n: usize) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_stops_when_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..20 {
+            let sub = dir.path().join(format!("d{d}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..100 {
+                std::fs::write(sub.join(format!("{f}.txt")), "x").unwrap();
+            }
+        }
+        let cancel = CancellationToken::new();
+        let seen = AtomicUsize::new(0);
+        let got = walk(
+            dir.path(),
+            &cancel,
+            || (),
+            |_, _| {
+                // The agent is cancelled while the walk is under way.
+                if seen.fetch_add(1, Ordering::SeqCst) == 10 {
+                    cancel.cancel();
+                }
+            },
+        );
+        assert_eq!(got, Err(Cancelled));
+        let seen = seen.into_inner();
+        assert!(
+            seen < 1000,
+            "the walk went on after the cancel: {seen} entries"
+        );
+        let all = walk(dir.path(), &CancellationToken::new(), || 0, |n, _| *n += 1).unwrap();
+        assert_eq!(all.states.iter().sum::<usize>(), 2021);
+        assert_eq!(all.unreadable, 0);
+    }
+
+    /// A visitor's panic reaches the caller instead of leaving the other threads waiting.
+    #[test]
+    fn a_panicking_visitor_ends_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..8 {
+            let sub = dir.path().join(format!("d{d}/e"));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join("f.txt"), "x").unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let got = std::panic::catch_unwind(|| {
+                walk(
+                    &root,
+                    &CancellationToken::new(),
+                    || (),
+                    // One directory's visit fails; the others' succeed.
+                    |_, e| assert!(!e.path.ends_with("d3/e"), "a visitor fails"),
+                )
+            });
+            let _ = tx.send(got.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            panicked,
+            Ok(true),
+            "the walk hung or did not pass the panic on"
+        );
+    }
+}
