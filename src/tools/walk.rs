@@ -1,15 +1,32 @@
-//! The parallel directory walk behind `glob` and `grep`.
+//! The parallel directory walk behind `glob` and `grep`, and what it shares with `ls`: the
+//! directories never shown and the threads one walk or listing may use.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::fs::{walk_threads, IGNORED_DIRS};
 use super::ToolOutput;
+
+/// Directories that listings and searches never descend into (nor show).
+pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", "target", "__pycache__", ".venv"];
+
+/// Threads for one walk, search or listing: a few are enough to keep the disk and the regex
+/// busy, and the machine is shared with the agent's other work.
+pub(super) fn walk_threads() -> usize {
+    // Asked once: the answer reads cgroup files, which cost more than a small `ls` itself
+    // (6 % of the CPU of a run doing nothing but `ls` calls).
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
+}
+
+/// Whether a directory named `name` is one of [`IGNORED_DIRS`].
+pub(super) fn is_ignored_dir(name: &OsStr) -> bool {
+    IGNORED_DIRS.iter().any(|d| name == *d)
+}
 
 /// A search stopped because the calling agent was cancelled (or timed out).
 #[derive(Debug, PartialEq, Eq)]
@@ -229,7 +246,7 @@ impl Shared<'_> {
                 continue;
             };
             let name = entry.file_name();
-            if file_type.is_dir() && IGNORED_DIRS.iter().any(|d| name == *d) {
+            if file_type.is_dir() && is_ignored_dir(&name) {
                 continue;
             }
             buf.truncate(base);
@@ -280,4 +297,74 @@ pub(super) fn unreadable_note(n: usize) -> Option<String> {
             "(skipped {n} {noun} that could not be read: unreadable, or too long for the system)"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_stops_when_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..20 {
+            let sub = dir.path().join(format!("d{d}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..100 {
+                std::fs::write(sub.join(format!("{f}.txt")), "x").unwrap();
+            }
+        }
+        let cancel = CancellationToken::new();
+        let seen = AtomicUsize::new(0);
+        let got = walk(
+            dir.path(),
+            &cancel,
+            || (),
+            |_, _| {
+                // The agent is cancelled while the walk is under way.
+                if seen.fetch_add(1, Ordering::SeqCst) == 10 {
+                    cancel.cancel();
+                }
+            },
+        );
+        assert_eq!(got, Err(Cancelled));
+        let seen = seen.into_inner();
+        assert!(
+            seen < 1000,
+            "the walk went on after the cancel: {seen} entries"
+        );
+        let all = walk(dir.path(), &CancellationToken::new(), || 0, |n, _| *n += 1).unwrap();
+        assert_eq!(all.states.iter().sum::<usize>(), 2021);
+        assert_eq!(all.unreadable, 0);
+    }
+
+    /// A visitor's panic reaches the caller instead of leaving the other threads waiting.
+    #[test]
+    fn a_panicking_visitor_ends_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..8 {
+            let sub = dir.path().join(format!("d{d}/e"));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join("f.txt"), "x").unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let got = std::panic::catch_unwind(|| {
+                walk(
+                    &root,
+                    &CancellationToken::new(),
+                    || (),
+                    // One directory's visit fails; the others' succeed.
+                    |_, e| assert!(!e.path.ends_with("d3/e"), "a visitor fails"),
+                )
+            });
+            let _ = tx.send(got.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            panicked,
+            Ok(true),
+            "the walk hung or did not pass the panic on"
+        );
+    }
 }

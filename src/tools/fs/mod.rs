@@ -1,0 +1,23 @@
+//! File tools, one file each: `ls` (`ls.rs`, which builds its text with `listing.rs` from
+//! the entries `entries.rs` reads), `read_file` (`read.rs`), `write_file` (`write.rs`) and
+//! `str_replace` (`edit.rs`). Shared by them: `target.rs` resolves a path argument and opens it
+//! beneath its root; `binary.rs` tells text from binary (for `grep` too).
+
+mod binary;
+mod edit;
+mod entries;
+mod listing;
+mod ls;
+mod read;
+mod target;
+#[cfg(test)]
+pub(crate) mod tests;
+mod write;
+
+pub use crate::tools::walk::IGNORED_DIRS;
+pub(crate) use binary::{decode_text, looks_binary};
+pub use edit::{StrReplaceArgs, StrReplaceTool};
+pub use ls::{LsArgs, LsTool};
+pub use read::{ReadFileArgs, ReadFileTool};
+pub(crate) use target::resolve;
+pub use write::{WriteFileArgs, WriteFileTool};
