@@ -7,21 +7,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::harness::{check_stream, deerflow, workspace, Output};
+use super::mcp::python;
 use super::openai_http::{config, run};
 use crate::support::{MockServer, Reply};
-
-fn python() -> Option<String> {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .ok()?;
-    let exe = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    if exe.is_empty() {
-        eprintln!("skipped: python3 is not available for the test MCP server");
-        return None;
-    }
-    Some(exe)
-}
 
 fn script() -> String {
     concat!(
