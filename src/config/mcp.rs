@@ -231,7 +231,9 @@ pub enum McpFileKind {
 /// Reads a JSON (or YAML) file holding an `mcpServers` object. `Err` is one problem line.
 pub fn read_mcp_file(path: &Path, kind: McpFileKind) -> Result<McpFile, Vec<String>> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path)
+    // Bounded as every config file is (contract §12): `/dev/zero` must not fill memory.
+    let text = std::fs::File::open(path)
+        .and_then(crate::text::read_text_at_most)
         .map_err(|e| vec![format!("cannot read MCP config {shown}: {e}")])?;
     let root: Value = serde_yaml_ng::from_str(&text).map_err(|e| {
         vec![format!(
@@ -469,5 +471,15 @@ mod tests {
             read_mcp_file(&dir.path().join("nope"), McpFileKind::McpConfig).unwrap_err()[0]
                 .contains("cannot read")
         );
+    }
+    #[test]
+    fn a_file_over_16_mib_is_refused_without_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        let mut text = " ".repeat(17 << 20);
+        text.push_str(r#"{"mcpServers": {}}"#);
+        std::fs::write(&p, text).unwrap();
+        let e = read_mcp_file(&p, McpFileKind::McpConfig).unwrap_err();
+        assert!(e[0].contains("larger than 16 MiB"), "{e:?}");
     }
 }
