@@ -174,6 +174,9 @@ fn resolve_one(
                 .collect(),
         }
     };
+    if let McpTransport::Http { headers, .. } = &transport {
+        problems.extend(header_problems(&at, headers));
+    }
     for (key, v) in [
         ("session_init_timeout", e.session_init_timeout),
         ("tool_call_timeout", e.tool_call_timeout),
@@ -197,6 +200,30 @@ fn resolve_one(
         enabled_tools: e.enabled_tools.clone(),
         disabled_tools: e.disabled_tools.clone(),
     })
+}
+
+/// Headers no request could carry (contract §12: a pasted line break in a token is a
+/// configuration error, not a server that fails later). A value is never shown.
+fn header_problems(at: &str, headers: &[(String, String)]) -> Vec<String> {
+    const TCHAR: &str = "!#$%&'*+-.^_`|~";
+    let mut out = Vec::new();
+    for (k, v) in headers {
+        let shown = crate::text::escape_controls(k);
+        if k.is_empty()
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || TCHAR.contains(c))
+        {
+            out.push(format!(
+                "{at}.headers.{shown}: not a valid HTTP header name"
+            ));
+        } else if v.chars().any(char::is_control) {
+            out.push(format!(
+                "{at}.headers.{shown}: the value contains control characters (a line break?); remove them"
+            ));
+        }
+    }
+    out
 }
 
 /// How messages name an entry: its key path in the config, or its file and path there.
@@ -231,7 +258,9 @@ pub enum McpFileKind {
 /// Reads a JSON (or YAML) file holding an `mcpServers` object. `Err` is one problem line.
 pub fn read_mcp_file(path: &Path, kind: McpFileKind) -> Result<McpFile, Vec<String>> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path)
+    // Bounded as every config file is (contract §12): `/dev/zero` must not fill memory.
+    let text = std::fs::File::open(path)
+        .and_then(crate::text::read_text_at_most)
         .map_err(|e| vec![format!("cannot read MCP config {shown}: {e}")])?;
     let root: Value = serde_yaml_ng::from_str(&text).map_err(|e| {
         vec![format!(
@@ -468,6 +497,38 @@ mod tests {
         assert!(
             read_mcp_file(&dir.path().join("nope"), McpFileKind::McpConfig).unwrap_err()[0]
                 .contains("cannot read")
+        );
+    }
+    #[test]
+    fn a_file_over_16_mib_is_refused_without_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        let mut text = " ".repeat(17 << 20);
+        text.push_str(r#"{"mcpServers": {}}"#);
+        std::fs::write(&p, text).unwrap();
+        let e = read_mcp_file(&p, McpFileKind::McpConfig).unwrap_err();
+        assert!(e[0].contains("larger than 16 MiB"), "{e:?}");
+    }
+    #[test]
+    fn header_names_and_values_no_request_could_carry_are_problems() {
+        let env = Env::from_pairs([("TOK", "Bearer t\r\n")]);
+        let p = resolve_mcp(
+            &servers(&[
+                ("a", "{url: 'http://h', headers: {Authorization: $TOK}}"),
+                (
+                    "b",
+                    "{url: 'http://h', headers: {'Bad Name': v, X-Ok: 'fine'}}",
+                ),
+            ]),
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            p,
+            [
+                "mcp_servers.a.headers.Authorization: the value contains control characters (a line break?); remove them",
+                "mcp_servers.b.headers.Bad Name: not a valid HTTP header name",
+            ]
         );
     }
 }

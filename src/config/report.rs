@@ -126,6 +126,7 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
     // An MCP server's env and headers carry its credentials.
     if let Some(servers) = v.get_mut("mcp_servers").and_then(Json::as_object_mut) {
         for server in servers.values_mut() {
+            redact_url(server, "url");
             for key in ["env", "headers"] {
                 if let Some(map) = server.get_mut(key).and_then(Json::as_object_mut) {
                     map.values_mut().for_each(redact_value);
@@ -151,13 +152,18 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
 }
 
 fn redact(model: &mut Json) {
-    if let Some(url) = model.get_mut("base_url") {
+    redact_url(model, "base_url");
+    if let Some(key) = model.get_mut("api_key") {
+        redact_value(key);
+    }
+}
+
+/// The URL at `key` of `v` without the `user:password@` it may carry.
+fn redact_url(v: &mut Json, key: &str) {
+    if let Some(url) = v.get_mut(key) {
         if let Some(text) = url.as_str() {
             *url = Json::String(crate::text::without_url_credentials(text).into_owned());
         }
-    }
-    if let Some(key) = model.get_mut("api_key") {
-        redact_value(key);
     }
 }
 

@@ -202,3 +202,15 @@ fn mcp_sources_merge_by_name_and_show_redacts_their_secrets() {
     let err = load_with(&opts, &env).unwrap_err();
     assert!(err.to_string().contains("elsewhere.json"), "{err}");
 }
+
+#[test]
+fn show_redacts_credentials_in_an_mcp_server_s_url() {
+    let (_d, opts) = opts_for("mcp_servers:\n  w: {url: 'http://me:pw-secret@h:8/mcp?x=1'}\n");
+    let loaded = load_with(&opts, &Env::empty()).unwrap();
+    let json = show_json(&loaded);
+    assert_eq!(
+        json["mcp_servers"]["w"]["url"],
+        "http://[redacted]@h:8/mcp?x=1"
+    );
+    assert!(!show_yaml(&loaded).contains("pw-secret"));
+}

@@ -134,7 +134,8 @@ pub async fn connect(
                 Ok(Ok((service, tools))) => {
                     Ok((session(server, service, Some(process), fault), tools))
                 }
-                Ok(Err(e)) => {
+                Ok(Err(Failed::Answered(why))) => Err(with_stderr(why, process.fail().await)),
+                Ok(Err(Failed::Broke(e))) => {
                     // What it sent says more than how it ended; how it ended more than rmcp.
                     let exited = process.exit_status(Duration::from_millis(300)).await;
                     let why = match (fault.get(), exited) {
@@ -166,7 +167,7 @@ pub async fn connect(
                 .await
             {
                 Ok(Ok((service, tools))) => Ok((session(server, service, None, fault), tools)),
-                Ok(Err(e)) => Err(e),
+                Ok(Err(Failed::Answered(e) | Failed::Broke(e))) => Err(e),
                 Err(_) => Err(timed_out(server)),
             }
         }
@@ -184,25 +185,44 @@ fn timed_out(server: &McpServer) -> String {
     )
 }
 
+/// Why a handshake failed, in the user's words.
+enum Failed {
+    /// The server answered, with an error or the wrong thing: its answer is the reason, even
+    /// when it exits afterwards (stdin closes once the handshake is given up).
+    Answered(String),
+    /// No usable answer came: how the transport or the process ended may say more.
+    Broke(String),
+}
+
 /// `initialize`, then every page of `tools/list`.
 async fn handshake<T, E, A>(
     server: &McpServer,
     transport: T,
     fault: &Fault,
-) -> Result<(RunningService<RoleClient, Client>, Vec<rmcp::model::Tool>), String>
+) -> Result<(RunningService<RoleClient, Client>, Vec<rmcp::model::Tool>), Failed>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let service = client(server)
-        .serve(transport)
-        .await
-        .map_err(|e| fault::init_error(&e, fault))?;
+    use rmcp::service::ClientInitializeError as Init;
+    let service = client(server).serve(transport).await.map_err(|e| {
+        let why = fault::init_error(&e, fault);
+        match e {
+            Init::JsonRpcError(_)
+            | Init::ExpectedInitResponse(_)
+            | Init::ExpectedInitResult(_)
+            | Init::ConflictInitResponseId(..) => Failed::Answered(why),
+            _ => Failed::Broke(why),
+        }
+    })?;
     // `list_all_tools` follows `nextCursor` until the last page.
-    let tools = service
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {}", fault::service_error(&e, fault)))?;
+    let tools = service.list_all_tools().await.map_err(|e| {
+        let why = format!("tools/list failed: {}", fault::service_error(&e, fault));
+        match e {
+            ServiceError::McpError(_) | ServiceError::UnexpectedResponse => Failed::Answered(why),
+            _ => Failed::Broke(why),
+        }
+    })?;
     Ok((service, tools))
 }
 

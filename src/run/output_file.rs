@@ -69,6 +69,18 @@ pub fn check(path: &Path) -> Result<(), String> {
 
 fn writable(p: &Path) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
+    if let Some(fd) = own_descriptor(p) {
+        // The file behind `/dev/fd/8` may be writable while descriptor 8 is not (`8<log`):
+        // the write goes through the descriptor, so its mode decides.
+        // SAFETY: fcntl only reads its arguments; a closed `fd` is EBADF.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(format!("descriptor {fd} is open for reading only"));
+        }
+    }
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
@@ -273,6 +285,20 @@ mod tests {
         assert_eq!(classify(&name), Ok(Target::WriteThrough(name.clone())));
         write(&name, b"new\n").unwrap();
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "old\nnew\n");
+    }
+
+    #[test]
+    fn a_descriptor_open_for_reading_only_is_refused_before_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log");
+        std::fs::write(&log, "old\n").unwrap();
+        let f = File::open(&log).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let err = check(Path::new(&format!("/dev/fd/{fd}"))).unwrap_err();
+        assert_eq!(err, format!("descriptor {fd} is open for reading only"));
+        let w = OpenOptions::new().append(true).open(&log).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&w);
+        assert_eq!(check(Path::new(&format!("/proc/self/fd/{fd}"))), Ok(()));
     }
 
     #[test]

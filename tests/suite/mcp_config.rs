@@ -434,3 +434,21 @@ async fn odd_tool_results_are_read_leniently_and_never_dumped() {
         assert!(!out.stdout.contains(dump), "a Debug dump: {}", out.stdout);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_that_refuses_initialize_is_quoted_not_said_to_have_exited() {
+    let Some(py) = python() else { return };
+    let ws = workspace();
+    let file = mcp_file(
+        ws.path(),
+        json!({"no": odd(&py, json!({"init_error": "licence expired"}))}),
+    );
+    let out = mcp_list(&file, false).cwd(ws.path()).text().await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("no: failed to start: refused initialize: licence expired"),
+        "{}",
+        out.stdout
+    );
+}

@@ -177,12 +177,43 @@ impl Sandbox for ConfinedSandbox {
         Box::pin(async move {
             let mut cmd = Command::new(&self.bwrap);
             cmd.args(self.args(req.cwd, req.skills, req.command));
+            // SAFETY: the closure runs in the forked child before exec and makes only
+            // fcntl/close_range system calls, which are async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    close_inherited();
+                    Ok(())
+                });
+            }
             let out = host::run(cmd, "bwrap", &req).await?;
             match setup_failure(&out) {
                 Some(why) => Err(format!("cannot start the confined sandbox: {why}")),
                 None => Ok(out),
             }
         })
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec. What deerflow inherited without that
+/// flag (a socket its parent passed on, a `3>file` redirection) would otherwise reach the
+/// command inside the sandbox: a connected host socket needs no path to be used.
+/// For `pre_exec`: async-signal-safe.
+fn close_inherited() {
+    // SAFETY: close_range takes plain integers; with CLOSE_RANGE_CLOEXEC it closes nothing.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if !done {
+        // Linux before 5.11: one descriptor at a time, as far as they usually go.
+        for fd in 3..4096 {
+            // SAFETY: fcntl on a descriptor that is not open fails with EBADF, harmlessly.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
     }
 }
 
@@ -398,6 +429,45 @@ mod tests {
             "daemon survived cancellation"
         );
         assert!(gone_within("sleep 827367", 3).await);
+    }
+
+    #[tokio::test]
+    async fn descriptors_deerflow_inherited_do_not_reach_the_command() {
+        use super::super::ExecRequest;
+        use crate::workspace::child_env::ChildEnv;
+        use crate::workspace::process::ProcessGroups;
+        use tokio_util::sync::CancellationToken;
+        let Some(sandbox) = real() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::open(dir.path()).unwrap();
+        // Without close-on-exec, as a parent's socket or `3>file` arrives.
+        // SAFETY: fcntl duplicates a descriptor `file` keeps open; it touches no memory.
+        let fd = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_DUPFD, 700) };
+        assert!(fd >= 700);
+        let (env, groups, cancel) = (
+            ChildEnv::from_process(&[], &[]),
+            ProcessGroups::default(),
+            CancellationToken::new(),
+        );
+        let out = sandbox
+            .exec(ExecRequest {
+                command: "ls /proc/self/fd",
+                cwd: dir.path(),
+                skills: None,
+                env: &env,
+                timeout: std::time::Duration::from_secs(10),
+                output_max_chars: 1000,
+                cancel: &cancel,
+                processes: &groups,
+                mark: None,
+            })
+            .await
+            .unwrap();
+        // SAFETY: `fd` is the duplicate made above, owned by nothing else.
+        unsafe { libc::close(fd) };
+        let fds: Vec<&str> = out.stdout.split_whitespace().collect();
+        assert!(!fds.contains(&fd.to_string().as_str()), "{fds:?}");
+        assert!(fds.contains(&"2"), "{out:?}");
     }
 
     #[tokio::test]
