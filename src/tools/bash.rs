@@ -81,10 +81,17 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
     let ms = start.elapsed().as_millis() as u64;
     match result {
         Ok(out) => {
+            let (end, code) = match &out.end {
+                ExecEnd::Exited(code) => ("exited", Some(*code)),
+                ExecEnd::TimedOut => ("timed_out", None),
+                ExecEnd::Cancelled => ("cancelled", None),
+                ExecEnd::WaitFailed(_) => ("wait_failed", None),
+            };
             tracing::debug!(
                 sandbox,
                 command = %crate::text::clip(command, 200),
-                end = ?out.end,
+                end,
+                code,
                 ms,
                 "command"
             );

@@ -124,7 +124,7 @@ async fn debug_names_each_command_with_its_sandbox_and_end() {
     for field in [
         "sandbox=local",
         "command=\"echo hi; exit 3\"",
-        "end=Exited(3)",
+        "end=exited code=3",
         "ms=",
     ] {
         assert!(
