@@ -170,10 +170,14 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     }
     // Our own stdout (`-o /dev/stdout`) follows the stream it carries; a FIFO waits for
     // its reader, who may read the stream first.
-    if let Some(why) = write_outputs(&late) {
-        crate::logging::stderr_line(&format!("deerflow: {why}"));
-        if matches!(code, 0 | 3..=8) {
-            code = crate::outcome::EXIT_FAILED;
+    match write_outputs_seeing_pipes(&late) {
+        None => {}
+        Some((_, true)) => code = EXIT_SIGPIPE,
+        Some((why, false)) => {
+            crate::logging::stderr_line(&format!("deerflow: {why}"));
+            if matches!(code, 0 | 3..=8) {
+                code = crate::outcome::EXIT_FAILED;
+            }
         }
     }
     if stdout_closed.load(Ordering::SeqCst) {
@@ -563,10 +567,21 @@ fn outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) -> Ve
 /// Writes every job; the first failure, in words, when one failed (a full disk leaves a
 /// replaced file as it was).
 fn write_outputs(jobs: &[OutputJob]) -> Option<String> {
-    let mut failure = None;
+    write_outputs_seeing_pipes(jobs).map(|(why, _)| why)
+}
+
+/// As [`write_outputs`], also saying whether every failure was a closed pipe (a reader of
+/// our own stdout that went away: the run then ends as one whose stdout closed, quietly).
+fn write_outputs_seeing_pipes(jobs: &[OutputJob]) -> Option<(String, bool)> {
+    let mut failure: Option<(String, bool)> = None;
     for j in jobs {
         if let Err(e) = output_file::write(&j.path, &j.bytes) {
-            failure.get_or_insert(format!("cannot write {} {}: {e}", j.what, j.path.display()));
+            let pipe = e.kind() == std::io::ErrorKind::BrokenPipe;
+            let why = format!("cannot write {} {}: {e}", j.what, j.path.display());
+            match &mut failure {
+                None => failure = Some((why, pipe)),
+                Some((_, all_pipes)) => *all_pipes &= pipe,
+            }
         }
     }
     failure

@@ -543,3 +543,31 @@ async fn run_started_names_the_sandbox_and_run_completed_has_a_null_final_output
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.first("run_started")["sandbox"]["use"], "local");
 }
+
+/// `-o /dev/stdout` to a reader that has gone is the stream's closed stdout, not a failed
+/// write: exit 141 and no line about the answer file (§8), in human and --json mode.
+#[tokio::test(flavor = "multi_thread")]
+async fn o_dev_stdout_to_a_closed_pipe_ends_quietly_with_141() {
+    let ws = workspace();
+    let c = cassette(ws.path(), json!({"version": 1, "lead": [{"text": "done"}]}));
+    for json_flag in [None, Some("--json")] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut args = vec!["run", "-m", &*Box::leak(model_arg(&c).into_boxed_str())];
+        args.extend(json_flag);
+        args.extend(["-o", "/dev/stdout", "q"]);
+        let out = deerflow(args)
+            .cwd(ws.path())
+            .command()
+            .stdout(std::process::Stdio::from(writer))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{json_flag:?}: {stderr}");
+        assert!(!stderr.contains("cannot write"), "{json_flag:?}: {stderr}");
+    }
+}
