@@ -1,9 +1,14 @@
 //! Typed decoding of the prepared YAML tree, section by section and entry by entry, so one
 //! bad model or agent does not hide the problems of the others (`config check` lists all).
+//!
+//! The sections are `Config`'s own fields as serde lists them, and every section that
+//! decodes is read into `Config` by serde itself: a new field is decoded the moment it
+//! exists, with no list here to forget it in.
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Visitor};
+use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::keypath::{KeyPath, Problem, Seg};
@@ -13,44 +18,69 @@ use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
 /// `validate`'s).
 pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
     let top = KeyPath::root();
-    let mut cfg = Config::default();
-    if let Some(v) = root.get("models") {
-        cfg.models = decode_models(v, &top.key("models"), problems);
+    let mut good = Mapping::new();
+    let (mut models, mut subagents) = (None, None);
+    for &section in field_names::<Config>() {
+        let Some(v) = root.get(section) else {
+            continue;
+        };
+        let at = top.key(section);
+        // These two decode entry by entry, so each bad model or custom agent is named.
+        match section {
+            "models" => models = Some(decode_models(v, &at, problems)),
+            "subagents" => subagents = Some(decode_subagents(v, &at, problems)),
+            _ => {
+                let alone = Mapping::from_iter([(Value::from(section), v.clone())]);
+                if decode_as::<Config>(Value::Mapping(alone), &top, problems).is_some() {
+                    good.insert(Value::from(section), v.clone());
+                }
+            }
+        }
     }
-    if let Some(v) = root.get("subagents") {
-        cfg.subagents = decode_subagents(v, &top.key("subagents"), problems);
+    // Each section in `good` decoded on its own above, so together they decode too.
+    let mut cfg: Config = decode_as(Value::Mapping(good), &top, problems).unwrap_or_default();
+    if let Some(models) = models {
+        cfg.models = models;
     }
-    if let Some(v) = root.get("sandbox") {
-        cfg.sandbox = decode_as(v.clone(), &top.key("sandbox"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("skills") {
-        cfg.skills = decode_as(v.clone(), &top.key("skills"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("loop_detection") {
-        cfg.loop_detection =
-            decode_as(v.clone(), &top.key("loop_detection"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("mcp_servers") {
-        cfg.mcp_servers =
-            decode_as(v.clone(), &top.key("mcp_servers"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("token_budget") {
-        cfg.token_budget =
-            decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("summarization") {
-        cfg.summarization =
-            decode_as(v.clone(), &top.key("summarization"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("tool_output") {
-        cfg.tool_output =
-            decode_as(v.clone(), &top.key("tool_output"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("safety_finish_reason") {
-        cfg.safety_finish_reason =
-            decode_as(v.clone(), &top.key("safety_finish_reason"), problems).unwrap_or_default();
+    if let Some(subagents) = subagents {
+        cfg.subagents = subagents;
     }
     cfg
+}
+
+/// The keys a struct reads, as serde's derive lists them (renamed, aliases included).
+pub fn field_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    // The probe fails on purpose once it has seen the list; the error says nothing.
+    let _ = T::deserialize(FieldProbe(&mut fields));
+    fields
+}
+
+/// A deserializer that only records the field list a struct asks for.
+struct FieldProbe<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> de::Deserializer<'de> for FieldProbe<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(de::Error::custom("probed"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+        identifier ignored_any
+    }
 }
 
 /// Decodes one sub-tree, recording the first type error with its full key path.
@@ -174,6 +204,54 @@ mod tests {
                 .map(|(p, m)| format!("{p}: {m}"))
                 .collect(),
         )
+    }
+
+    /// Every field of `Config` is a section `decode` reads: a value of the wrong type in
+    /// any of them is a problem at that key (a section nobody decoded would pass silently).
+    #[test]
+    fn every_config_field_is_decoded() {
+        let sections = field_names::<Config>();
+        assert!(sections.contains(&"models") && sections.contains(&"mcp_servers"));
+        for section in sections {
+            let (_, p) = run(&format!("{section}: not-a-section"));
+            assert_eq!(p.len(), 1, "{section}: {p:?}");
+            assert!(p[0].starts_with(&format!("{section}: expected ")), "{p:?}");
+        }
+    }
+
+    /// What a section says reaches the config. The text has one non-default value per
+    /// section; a new `Config` field makes this test fail until it has its own line.
+    #[test]
+    fn every_section_reaches_the_config() {
+        let text = "models: [{name: a}]\nsubagents: {max_concurrent: 5}\n\
+                    sandbox: {allow_host_bash: true}\nskills: {path: /s}\n\
+                    loop_detection: {hard_limit: 9}\ntoken_budget: {enabled: true}\n\
+                    summarization: {enabled: false}\ntool_output: {enabled: false}\n\
+                    safety_finish_reason: {enabled: false}\nmcp_servers: {x: {command: c}}\n";
+        let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let mut written: Vec<&str> = root.keys().filter_map(Value::as_str).collect();
+        let mut fields = field_names::<Config>().to_vec();
+        written.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(written, fields, "give each Config field a line here");
+        let (cfg, p) = run(text);
+        assert!(p.is_empty(), "{p:?}");
+        let got = serde_yaml_ng::to_value(&cfg).unwrap();
+        let default = serde_yaml_ng::to_value(Config::default()).unwrap();
+        for section in fields {
+            assert_ne!(got.get(section), default.get(section), "{section}");
+        }
+    }
+
+    #[test]
+    fn field_names_include_aliases() {
+        let fields = field_names::<ModelEntry>();
+        assert!(
+            fields.contains(&"use") && fields.contains(&"api_base"),
+            "{fields:?}"
+        );
+        assert!(!fields.contains(&"provider"), "{fields:?}");
+        assert!(field_names::<String>().is_empty());
     }
 
     #[test]
