@@ -17,6 +17,7 @@ use super::env::{var_name, Env};
 use super::ignored::strip_ignored;
 use super::keypath::KeyPath;
 use super::schema::{McpOrigin, McpServerEntry};
+use super::validate::duration_problem;
 
 /// The file DeerFlow keeps its MCP servers in, beside its `config.yaml`.
 pub const EXTENSIONS_FILE: &str = "extensions_config.json";
@@ -178,10 +179,8 @@ fn resolve_one(
         ("session_init_timeout", e.session_init_timeout),
         ("tool_call_timeout", e.tool_call_timeout),
     ] {
-        if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
-            problems.push(format!(
-                "{at}.{key}: expected a positive number of seconds up to a year, found {v}"
-            ));
+        if let Some(why) = duration_problem(v) {
+            problems.push(format!("{at}.{key}: {why}"));
         }
     }
     if !problems.is_empty() {
@@ -208,9 +207,6 @@ fn label(name: &str, origin: &McpOrigin) -> String {
         }
     }
 }
-
-/// A year: longer waits are typos, and `Duration::from_secs_f64` must not overflow.
-const MAX_SECONDS: f64 = 31_536_000.0;
 
 /// Servers read from one `{"mcpServers": {…}}` file.
 #[derive(Debug, Default)]
