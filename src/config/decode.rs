@@ -1,51 +1,115 @@
-//! Typed decoding of the prepared YAML tree, section by section and entry by entry, so one
-//! bad model or agent does not hide the problems of the others (`config check` lists all).
+//! Typed decoding: the YAML tree is read once into the typed model (`schema.rs`), through
+//! the config's own deserializer (`tree.rs`) wrapped in `serde_ignored`, so one walk names
+//! the keys no field reads, expands the `$VAR`s of the keys that are read, and decodes.
 //!
-//! The sections are `Config`'s own fields as serde lists them, and every section that
-//! decodes is read into `Config` by serde itself: a new field is decoded the moment it
-//! exists, with no list here to forget it in.
+//! A value of the wrong type stops serde; the walk then starts again with that value left
+//! out (its default applies), so one bad model or agent does not hide the problems of the
+//! others (`config check` lists all). Nothing here names a section: a new field is
+//! decoded the moment it exists.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::de::{self, DeserializeOwned, Visitor};
 use serde::Deserialize;
-use serde_yaml_ng::{Mapping, Value};
+use serde_yaml_ng::Value;
 
+use super::env::Env;
+use super::ignored::{key_path, name_ignored};
 use super::keypath::{KeyPath, Problem, Seg};
-use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
+use super::schema::Config;
+use super::tree::Walk;
 
-/// Decodes the whole tree; `problems` gets every type error (value checks are
-/// `validate`'s).
-pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
-    let top = KeyPath::root();
-    let mut good = Mapping::new();
-    let (mut models, mut subagents) = (None, None);
-    for &section in field_names::<Config>() {
-        let Some(v) = root.get(section) else {
-            continue;
+/// How many bad values one decoding steps past (each costs a walk of the tree).
+const MAX_PASSES: usize = 1000;
+
+/// What a decoding found.
+#[derive(Debug)]
+pub struct Decoded<T> {
+    /// `T::default()` when some value could not be stepped past.
+    pub value: T,
+    /// The keys no field reads, in document order (`models[0].temprature (did you mean
+    /// `temperature`?)`); complete when there are no `errors`.
+    pub ignored: Vec<String>,
+    /// Unset variables, in the order they were met.
+    pub unset: Vec<Problem>,
+    /// Type errors and missing required keys, in the order they were met.
+    pub errors: Vec<Problem>,
+}
+
+/// Decodes the config file's tree, expanding the `$VAR`s of the keys it reads from `env`.
+/// `problems` gets the unset variables, then the type errors section by section; the
+/// value checks are `validate`'s.
+pub fn decode(root: &Value, env: &Env, problems: &mut Vec<Problem>) -> (Config, Vec<String>) {
+    let mut d = decode_doc::<Config>(root, &KeyPath::root(), Some(env));
+    let sections = field_names::<Config>();
+    d.errors.sort_by_key(|(path, _)| match path.0.first() {
+        Some(Seg::Key(k)) => sections.iter().position(|s| s == k),
+        _ => None,
+    });
+    problems.append(&mut d.unset);
+    problems.append(&mut d.errors);
+    (d.value, d.ignored)
+}
+
+/// Decodes `root`, found at `at`, into `T`; `env: None` expands no `$VAR`.
+pub fn decode_doc<T: DeserializeOwned + Default>(
+    root: &Value,
+    at: &KeyPath,
+    env: Option<&Env>,
+) -> Decoded<T> {
+    let mut skip: HashSet<KeyPath> = HashSet::new();
+    let mut unset: Vec<Problem> = Vec::new();
+    let mut errors = Vec::new();
+    // Every walk names the ignored keys it met before it stopped: together, those of
+    // entries that fail too (what the fields of each struct are, likewise).
+    let mut ignored: Vec<KeyPath> = Vec::new();
+    let mut fields = HashMap::new();
+    for _ in 0..MAX_PASSES {
+        let walk = Walk::new(env, &skip);
+        let tree = walk.root(root, at.clone());
+        let mut record = |p: serde_ignored::Path| {
+            let p = key_path(at, &p, &skip);
+            if !ignored.contains(&p) {
+                ignored.push(p);
+            }
         };
-        let at = top.key(section);
-        // These two decode entry by entry, so each bad model or custom agent is named.
-        match section {
-            "models" => models = Some(decode_models(v, &at, problems)),
-            "subagents" => subagents = Some(decode_subagents(v, &at, problems)),
-            _ => {
-                let alone = Mapping::from_iter([(Value::from(section), v.clone())]);
-                if decode_as::<Config>(Value::Mapping(alone), &top, problems).is_some() {
-                    good.insert(Value::from(section), v.clone());
-                }
+        let result = T::deserialize(serde_ignored::Deserializer::new(tree, &mut record));
+        for p in walk.unset.take() {
+            if !unset.contains(&p) {
+                unset.push(p);
             }
         }
+        fields.extend(walk.fields.take());
+        let e = match result {
+            Ok(value) => {
+                let ignored = name_ignored(&ignored, &fields);
+                return Decoded {
+                    value,
+                    ignored,
+                    unset,
+                    errors,
+                };
+            }
+            Err(e) => e,
+        };
+        let path = e.path.clone().unwrap_or_else(|| at.clone());
+        // A struct misses a required key because that key's bad value was left out:
+        // already reported.
+        let left_out = e.missing.is_some_and(|f| skip.contains(&path.key(f)));
+        if !left_out {
+            errors.push(humanize(path.clone(), &e.message));
+        }
+        if path == *at || skip.contains(&path) {
+            break;
+        }
+        skip.insert(path);
     }
-    // Each section in `good` decoded on its own above, so together they decode too.
-    let mut cfg: Config = decode_as(Value::Mapping(good), &top, problems).unwrap_or_default();
-    if let Some(models) = models {
-        cfg.models = models;
+    Decoded {
+        value: T::default(),
+        ignored: name_ignored(&ignored, &fields),
+        unset,
+        errors,
     }
-    if let Some(subagents) = subagents {
-        cfg.subagents = subagents;
-    }
-    cfg
 }
 
 /// The keys a struct reads, as serde's derive lists them (renamed, aliases included).
@@ -81,56 +145,6 @@ impl<'de> de::Deserializer<'de> for FieldProbe<'_> {
         byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
         identifier ignored_any
     }
-}
-
-/// Decodes one sub-tree, recording the first type error with its full key path.
-pub fn decode_as<T: DeserializeOwned>(
-    value: Value,
-    at: &KeyPath,
-    problems: &mut Vec<Problem>,
-) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            let path = at.join_serde(e.path());
-            problems.push(humanize(path, &e.into_inner().to_string()));
-            None
-        }
-    }
-}
-
-fn decode_models(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> Vec<ModelEntry> {
-    let Some(items) = decode_as::<Vec<Value>>(v.clone(), at, problems) else {
-        return Vec::new();
-    };
-    let mut models = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        if let Some(entry) = decode_as::<ModelEntry>(item, &at.index(i), problems) {
-            models.push(entry);
-        }
-    }
-    models
-}
-
-fn decode_subagents(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> SubagentsConfig {
-    let Value::Mapping(map) = v else {
-        return decode_as(v.clone(), at, problems).unwrap_or_default();
-    };
-    // Custom agents decode one by one so each bad agent is reported.
-    let mut rest = map.clone();
-    let custom = rest.remove("custom_agents");
-    let mut sub: SubagentsConfig =
-        decode_as(Value::Mapping(rest), at, problems).unwrap_or_default();
-    if let Some(custom) = custom {
-        let at = at.key("custom_agents");
-        let entries: BTreeMap<String, Value> = decode_as(custom, &at, problems).unwrap_or_default();
-        for (name, value) in entries {
-            if let Some(agent) = decode_as::<CustomAgent>(value, &at.key(&name), problems) {
-                sub.custom_agents.insert(name, agent);
-            }
-        }
-    }
-    sub
 }
 
 /// Turns serde's wording into the contract's: `expected a number, found "abc"`, and a
@@ -194,9 +208,9 @@ mod tests {
     use super::*;
 
     fn run(text: &str) -> (Config, Vec<String>) {
-        let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let root: Value = serde_yaml_ng::from_str(text).unwrap();
         let mut problems = Vec::new();
-        let cfg = decode(&root, &mut problems);
+        let (cfg, _) = decode(&root, &Env::empty(), &mut problems);
         (
             cfg,
             problems
@@ -228,7 +242,7 @@ mod tests {
                     loop_detection: {hard_limit: 9}\ntoken_budget: {enabled: true}\n\
                     summarization: {enabled: false}\ntool_output: {enabled: false}\n\
                     safety_finish_reason: {enabled: false}\nmcp_servers: {x: {command: c}}\n";
-        let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let root: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).unwrap();
         let mut written: Vec<&str> = root.keys().filter_map(Value::as_str).collect();
         let mut fields = field_names::<Config>().to_vec();
         written.sort_unstable();
@@ -245,7 +259,7 @@ mod tests {
 
     #[test]
     fn field_names_include_aliases() {
-        let fields = field_names::<ModelEntry>();
+        let fields = field_names::<crate::config::ModelEntry>();
         assert!(
             fields.contains(&"use") && fields.contains(&"api_base"),
             "{fields:?}"
@@ -282,8 +296,12 @@ mod tests {
                 "subagents.custom_agents.s.description: required key is missing",
             ]
         );
-        assert_eq!(cfg.models.len(), 1);
-        assert!(cfg.subagents.custom_agents.contains_key("ok"));
+        // A bad value is left out (its default applies), a nameless entry altogether.
+        let names: Vec<&str> = cfg.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(cfg.models[0].max_retries, 3);
+        let agents: Vec<&String> = cfg.subagents.custom_agents.keys().collect();
+        assert_eq!(agents, ["ok"]);
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The typed configuration (contract §2). Defaults live here, next to the fields.
 //!
 //! These structs are the one list of the keys deerflow reads: a key (or alias) that no field
-//! takes is reported as ignored and removed before decoding (`ignored.rs`), so adding a
-//! field is all it takes for deerflow to read a key. Keys of sections to come (DeerFlow's
-//! `mcp_servers`, …) get their field with the behaviour that reads them.
+//! takes is reported as ignored (`ignored.rs`), so adding a field is all it takes for
+//! deerflow to read a key. Keys of sections to come get their field with the behaviour
+//! that reads them.
 //!
-//! The tree they are deserialized from has had its `null`s removed too, so
-//! `#[serde(default)]` covers both "absent" and "null".
+//! They are read with the config's own deserializer (`tree.rs`), for which a `null` is an
+//! absent key, so `#[serde(default)]` covers both; a whole `$NAME` value is expanded
+//! wherever a field reads it, except under `keep_vars`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,12 +15,15 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::providers::ProviderInfo;
+use super::tree::keep_vars;
 
 /// The whole configuration deerflow uses.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// The first entry is the default model.
+    /// The first entry is the default model. Its `$VAR`s expand when a model is resolved,
+    /// so an unset one hurts only the model that needs it.
+    #[serde(deserialize_with = "keep_vars")]
     pub models: Vec<ModelEntry>,
     pub subagents: SubagentsConfig,
     pub sandbox: SandboxConfig,
@@ -30,8 +34,11 @@ pub struct Config {
     pub tool_output: ToolOutputConfig,
     pub safety_finish_reason: SafetyFinishReasonConfig,
     /// MCP servers by name (contract §9), merged with the servers of the extensions file
-    /// and `--mcp-config` files after loading.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    /// and `--mcp-config` files after loading. Its `$VAR`s expand for enabled servers only.
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "keep_vars"
+    )]
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
 }
 
@@ -248,6 +255,7 @@ pub struct SandboxConfig {
     /// docker: the container's whole environment. `$VAR` values stay unexpanded here (so
     /// `config show` can name them instead of printing secrets) and are read from the
     /// host when a docker sandbox is built.
+    #[serde(deserialize_with = "keep_vars")]
     pub environment: BTreeMap<String, String>,
 }
 
