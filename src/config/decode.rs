@@ -28,7 +28,7 @@ pub struct Decoded<T> {
     /// `T::default()` when some value could not be stepped past.
     pub value: T,
     /// The keys no field reads, in document order (`models[0].temprature (did you mean
-    /// `temperature`?)`); complete when there are no `errors`.
+    /// `temperature`?)`); in a value that was left out, those met before it failed.
     pub ignored: Vec<String>,
     /// Unset variables, in the order they were met.
     pub unset: Vec<Problem>,
@@ -63,20 +63,23 @@ pub fn decode_doc<T: DeserializeOwned + Default>(
     // Every walk names the ignored keys it met before it stopped: together, those of
     // entries that fail too (what the fields of each struct are, likewise).
     let mut ignored: Vec<KeyPath> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut seen_unset = HashSet::new();
     let mut fields = HashMap::new();
     for _ in 0..MAX_PASSES {
         let walk = Walk::new(env, &skip);
         let tree = walk.root(root, at.clone());
         let mut record = |p: serde_ignored::Path| {
             let p = key_path(at, &p, &skip);
-            if !ignored.contains(&p) {
+            if seen.insert(p.clone()) {
                 ignored.push(p);
             }
         };
         let result = T::deserialize(serde_ignored::Deserializer::new(tree, &mut record));
-        for p in walk.unset.take() {
-            if !unset.contains(&p) {
-                unset.push(p);
+        // Later walks meet the variables of the earlier ones again.
+        for (path, message) in walk.unset.take() {
+            if seen_unset.insert(path.clone()) {
+                unset.push((path, message));
             }
         }
         fields.extend(walk.fields.take());
