@@ -17,6 +17,7 @@ mod deerflow;
 mod dollar;
 mod env;
 mod error;
+mod expandable;
 mod ignored;
 mod keypath;
 mod load;
@@ -33,6 +34,7 @@ mod validate;
 pub use deerflow::provider_of;
 pub use env::{var_name, Env};
 pub use error::ConfigError;
+pub use expandable::{Expandable, Unexpanded};
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use mcp::{McpServer, McpTransport};
 pub use models::{
