@@ -1,106 +1,153 @@
-//! Typed decoding of the prepared YAML tree, section by section and entry by entry, so one
-//! bad model or agent does not hide the problems of the others (`config check` lists all).
+//! Typed decoding: the YAML tree is read once into the typed model (`schema.rs`), through
+//! the config's own deserializer (`tree.rs`) wrapped in `serde_ignored`, so one walk names
+//! the keys no field reads, expands the `$VAR`s of the keys that are read, and decodes.
+//!
+//! A value of the wrong type stops serde; the walk then starts again with that value left
+//! out (its default applies), so one bad model or agent does not hide the problems of the
+//! others (`config check` lists all). Nothing here names a section: a new field is
+//! decoded the moment it exists.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 
-use serde::de::DeserializeOwned;
-use serde_yaml_ng::{Mapping, Value};
+use serde::de::{self, DeserializeOwned, Visitor};
+use serde::Deserialize;
+use serde_yaml_ng::Value;
 
+use super::env::Env;
+use super::ignored::{key_path, name_ignored};
 use super::keypath::{KeyPath, Problem, Seg};
-use super::schema::{Config, CustomAgent, ModelEntry, SubagentsConfig};
+use super::schema::Config;
+use super::tree::Walk;
 
-/// Decodes the whole tree; `problems` gets every type error (value checks are
-/// `validate`'s).
-pub fn decode(root: &Mapping, problems: &mut Vec<Problem>) -> Config {
-    let top = KeyPath::root();
-    let mut cfg = Config::default();
-    if let Some(v) = root.get("models") {
-        cfg.models = decode_models(v, &top.key("models"), problems);
-    }
-    if let Some(v) = root.get("subagents") {
-        cfg.subagents = decode_subagents(v, &top.key("subagents"), problems);
-    }
-    if let Some(v) = root.get("sandbox") {
-        cfg.sandbox = decode_as(v.clone(), &top.key("sandbox"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("skills") {
-        cfg.skills = decode_as(v.clone(), &top.key("skills"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("loop_detection") {
-        cfg.loop_detection =
-            decode_as(v.clone(), &top.key("loop_detection"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("mcp_servers") {
-        cfg.mcp_servers =
-            decode_as(v.clone(), &top.key("mcp_servers"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("token_budget") {
-        cfg.token_budget =
-            decode_as(v.clone(), &top.key("token_budget"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("summarization") {
-        cfg.summarization =
-            decode_as(v.clone(), &top.key("summarization"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("tool_output") {
-        cfg.tool_output =
-            decode_as(v.clone(), &top.key("tool_output"), problems).unwrap_or_default();
-    }
-    if let Some(v) = root.get("safety_finish_reason") {
-        cfg.safety_finish_reason =
-            decode_as(v.clone(), &top.key("safety_finish_reason"), problems).unwrap_or_default();
-    }
-    cfg
+/// How many bad values one decoding steps past (each costs a walk of the tree).
+const MAX_PASSES: usize = 1000;
+
+/// What a decoding found.
+#[derive(Debug)]
+pub struct Decoded<T> {
+    /// `T::default()` when some value could not be stepped past.
+    pub value: T,
+    /// The keys no field reads, in document order (`models[0].temprature (did you mean
+    /// `temperature`?)`); in a value that was left out, those met before it failed.
+    pub ignored: Vec<String>,
+    /// Unset variables, in the order they were met.
+    pub unset: Vec<Problem>,
+    /// Type errors and missing required keys, in the order they were met.
+    pub errors: Vec<Problem>,
 }
 
-/// Decodes one sub-tree, recording the first type error with its full key path.
-pub fn decode_as<T: DeserializeOwned>(
-    value: Value,
+/// Decodes the config file's tree, expanding the `$VAR`s of the keys it reads from `env`.
+/// `problems` gets the unset variables, then the type errors section by section; the
+/// value checks are `validate`'s.
+pub fn decode(root: &Value, env: &Env, problems: &mut Vec<Problem>) -> (Config, Vec<String>) {
+    let mut d = decode_doc::<Config>(root, &KeyPath::root(), Some(env));
+    let sections = field_names::<Config>();
+    d.errors.sort_by_key(|(path, _)| match path.0.first() {
+        Some(Seg::Key(k)) => sections.iter().position(|s| s == k),
+        _ => None,
+    });
+    problems.append(&mut d.unset);
+    problems.append(&mut d.errors);
+    (d.value, d.ignored)
+}
+
+/// Decodes `root`, found at `at`, into `T`; `env: None` expands no `$VAR`.
+pub fn decode_doc<T: DeserializeOwned + Default>(
+    root: &Value,
     at: &KeyPath,
-    problems: &mut Vec<Problem>,
-) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            let path = at.join_serde(e.path());
-            problems.push(humanize(path, &e.into_inner().to_string()));
-            None
-        }
-    }
-}
-
-fn decode_models(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> Vec<ModelEntry> {
-    let Some(items) = decode_as::<Vec<Value>>(v.clone(), at, problems) else {
-        return Vec::new();
-    };
-    let mut models = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        if let Some(entry) = decode_as::<ModelEntry>(item, &at.index(i), problems) {
-            models.push(entry);
-        }
-    }
-    models
-}
-
-fn decode_subagents(v: &Value, at: &KeyPath, problems: &mut Vec<Problem>) -> SubagentsConfig {
-    let Value::Mapping(map) = v else {
-        return decode_as(v.clone(), at, problems).unwrap_or_default();
-    };
-    // Custom agents decode one by one so each bad agent is reported.
-    let mut rest = map.clone();
-    let custom = rest.remove("custom_agents");
-    let mut sub: SubagentsConfig =
-        decode_as(Value::Mapping(rest), at, problems).unwrap_or_default();
-    if let Some(custom) = custom {
-        let at = at.key("custom_agents");
-        let entries: BTreeMap<String, Value> = decode_as(custom, &at, problems).unwrap_or_default();
-        for (name, value) in entries {
-            if let Some(agent) = decode_as::<CustomAgent>(value, &at.key(&name), problems) {
-                sub.custom_agents.insert(name, agent);
+    env: Option<&Env>,
+) -> Decoded<T> {
+    let mut skip: HashSet<KeyPath> = HashSet::new();
+    let mut unset: Vec<Problem> = Vec::new();
+    let mut errors = Vec::new();
+    // Every walk names the ignored keys it met before it stopped: together, those of
+    // entries that fail too (what the fields of each struct are, likewise).
+    let mut ignored: Vec<KeyPath> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut seen_unset = HashSet::new();
+    let mut fields = HashMap::new();
+    for _ in 0..MAX_PASSES {
+        let walk = Walk::new(env, &skip);
+        let tree = walk.root(root, at.clone());
+        let mut record = |p: serde_ignored::Path| {
+            let p = key_path(at, &p, &skip);
+            if seen.insert(p.clone()) {
+                ignored.push(p);
+            }
+        };
+        let result = T::deserialize(serde_ignored::Deserializer::new(tree, &mut record));
+        // Later walks meet the variables of the earlier ones again.
+        for (path, message) in walk.unset.take() {
+            if seen_unset.insert(path.clone()) {
+                unset.push((path, message));
             }
         }
+        fields.extend(walk.fields.take());
+        let e = match result {
+            Ok(value) => {
+                let ignored = name_ignored(&ignored, &fields);
+                return Decoded {
+                    value,
+                    ignored,
+                    unset,
+                    errors,
+                };
+            }
+            Err(e) => e,
+        };
+        let path = e.path.clone().unwrap_or_else(|| at.clone());
+        // A struct misses a required key because that key's bad value was left out:
+        // already reported.
+        let left_out = e.missing.is_some_and(|f| skip.contains(&path.key(f)));
+        if !left_out {
+            errors.push(humanize(path.clone(), &e.message));
+        }
+        if path == *at || skip.contains(&path) {
+            break;
+        }
+        skip.insert(path);
     }
-    sub
+    Decoded {
+        value: T::default(),
+        ignored: name_ignored(&ignored, &fields),
+        unset,
+        errors,
+    }
+}
+
+/// The keys a struct reads, as serde's derive lists them (renamed, aliases included).
+pub fn field_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    // The probe fails on purpose once it has seen the list; the error says nothing.
+    let _ = T::deserialize(FieldProbe(&mut fields));
+    fields
+}
+
+/// A deserializer that only records the field list a struct asks for.
+struct FieldProbe<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> de::Deserializer<'de> for FieldProbe<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(de::Error::custom("probed"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+        identifier ignored_any
+    }
 }
 
 /// Turns serde's wording into the contract's: `expected a number, found "abc"`, and a
@@ -164,9 +211,9 @@ mod tests {
     use super::*;
 
     fn run(text: &str) -> (Config, Vec<String>) {
-        let root: Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let root: Value = serde_yaml_ng::from_str(text).unwrap();
         let mut problems = Vec::new();
-        let cfg = decode(&root, &mut problems);
+        let (cfg, _) = decode(&root, &Env::empty(), &mut problems);
         (
             cfg,
             problems
@@ -174,6 +221,54 @@ mod tests {
                 .map(|(p, m)| format!("{p}: {m}"))
                 .collect(),
         )
+    }
+
+    /// Every field of `Config` is a section `decode` reads: a value of the wrong type in
+    /// any of them is a problem at that key (a section nobody decoded would pass silently).
+    #[test]
+    fn every_config_field_is_decoded() {
+        let sections = field_names::<Config>();
+        assert!(sections.contains(&"models") && sections.contains(&"mcp_servers"));
+        for section in sections {
+            let (_, p) = run(&format!("{section}: not-a-section"));
+            assert_eq!(p.len(), 1, "{section}: {p:?}");
+            assert!(p[0].starts_with(&format!("{section}: expected ")), "{p:?}");
+        }
+    }
+
+    /// What a section says reaches the config. The text has one non-default value per
+    /// section; a new `Config` field makes this test fail until it has its own line.
+    #[test]
+    fn every_section_reaches_the_config() {
+        let text = "models: [{name: a}]\nsubagents: {max_concurrent: 5}\n\
+                    sandbox: {allow_host_bash: true}\nskills: {path: /s}\n\
+                    loop_detection: {hard_limit: 9}\ntoken_budget: {enabled: true}\n\
+                    summarization: {enabled: false}\ntool_output: {enabled: false}\n\
+                    safety_finish_reason: {enabled: false}\nmcp_servers: {x: {command: c}}\n";
+        let root: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).unwrap();
+        let mut written: Vec<&str> = root.keys().filter_map(Value::as_str).collect();
+        let mut fields = field_names::<Config>().to_vec();
+        written.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(written, fields, "give each Config field a line here");
+        let (cfg, p) = run(text);
+        assert!(p.is_empty(), "{p:?}");
+        let got = serde_yaml_ng::to_value(&cfg).unwrap();
+        let default = serde_yaml_ng::to_value(Config::default()).unwrap();
+        for section in fields {
+            assert_ne!(got.get(section), default.get(section), "{section}");
+        }
+    }
+
+    #[test]
+    fn field_names_include_aliases() {
+        let fields = field_names::<crate::config::ModelEntry>();
+        assert!(
+            fields.contains(&"use") && fields.contains(&"api_base"),
+            "{fields:?}"
+        );
+        assert!(!fields.contains(&"provider"), "{fields:?}");
+        assert!(field_names::<String>().is_empty());
     }
 
     #[test]
@@ -204,8 +299,12 @@ mod tests {
                 "subagents.custom_agents.s.description: required key is missing",
             ]
         );
-        assert_eq!(cfg.models.len(), 1);
-        assert!(cfg.subagents.custom_agents.contains_key("ok"));
+        // A bad value is left out (its default applies), a nameless entry altogether.
+        let names: Vec<&str> = cfg.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(cfg.models[0].max_retries, 3);
+        let agents: Vec<&String> = cfg.subagents.custom_agents.keys().collect();
+        assert_eq!(agents, ["ok"]);
     }
 
     #[test]

@@ -7,8 +7,6 @@ use std::collections::BTreeMap;
 
 use serde_yaml_ng::Value;
 
-use super::keypath::KeyPath;
-
 /// A source of environment variables: the process's, or a fixed map.
 #[derive(Debug, Clone)]
 pub struct Env {
@@ -82,45 +80,13 @@ pub fn expand(raw: &str, env: &Env) -> Result<String, String> {
     }
 }
 
-/// Expands every `$VAR` string in a used section (not `models`, which expands lazily).
-/// Returns one problem per unset variable.
-pub fn expand_tree(
-    value: &mut Value,
-    path: &KeyPath,
-    env: &Env,
-    problems: &mut Vec<(KeyPath, String)>,
-) {
-    match value {
-        Value::String(s) => {
-            if let Some(name) = var_name(s) {
-                match env.get(name) {
-                    Some(v) => *value = typed_scalar(v),
-                    None => problems.push((path.clone(), unset_message(name))),
-                }
-            }
-        }
-        Value::Sequence(items) => {
-            for (i, item) in items.iter_mut().enumerate() {
-                expand_tree(item, &path.index(i), env, problems);
-            }
-        }
-        Value::Mapping(map) => {
-            for (k, v) in map.iter_mut() {
-                let key = k.as_str().unwrap_or_default();
-                expand_tree(v, &path.key(key), env, problems);
-            }
-        }
-        _ => {}
-    }
-}
-
 pub fn unset_message(name: &str) -> String {
     format!("environment variable {name} is not set")
 }
 
 /// A variable's text read as YAML when it is a number or boolean (`max_concurrent: $N`),
 /// else kept as a string.
-fn typed_scalar(text: String) -> Value {
+pub fn typed_scalar(text: String) -> Value {
     match serde_yaml_ng::from_str::<Value>(&text) {
         Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
         _ => Value::String(text),
@@ -161,15 +127,10 @@ mod tests {
     }
 
     #[test]
-    fn expand_tree_types_numbers_and_reports_unset() {
-        let env = Env::from_pairs([("N", "4"), ("P", "/x")]);
-        let mut v: Value = serde_yaml_ng::from_str("a: $N\nb: [$P, $NOPE]").unwrap();
-        let mut problems = Vec::new();
-        expand_tree(&mut v, &KeyPath::root().key("s"), &env, &mut problems);
-        assert_eq!(v["a"], Value::from(4));
-        assert_eq!(v["b"][0], Value::from("/x"));
-        assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].0.to_string(), "s.b[1]");
-        assert_eq!(problems[0].1, "environment variable NOPE is not set");
+    fn variables_read_as_numbers_and_booleans_when_they_are() {
+        assert_eq!(typed_scalar("4".into()), Value::from(4));
+        assert_eq!(typed_scalar("true".into()), Value::from(true));
+        assert_eq!(typed_scalar("/x".into()), Value::from("/x"));
+        assert_eq!(typed_scalar("[1]".into()), Value::from("[1]"));
     }
 }

@@ -7,14 +7,14 @@ use std::fmt;
 pub type Problem = (KeyPath, String);
 
 /// One step of a key path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Seg {
     Key(String),
     Index(usize),
 }
 
 /// A path from the document root, rendered the way users read it: `models[0].timeout`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct KeyPath(pub Vec<Seg>);
 
 impl KeyPath {
@@ -31,21 +31,6 @@ impl KeyPath {
     pub fn index(&self, i: usize) -> Self {
         let mut v = self.0.clone();
         v.push(Seg::Index(i));
-        Self(v)
-    }
-
-    /// Appends the path serde_path_to_error recorded inside a sub-tree decoded on its own.
-    pub fn join_serde(&self, p: &serde_path_to_error::Path) -> Self {
-        use serde_path_to_error::Segment;
-        let mut v = self.0.clone();
-        for seg in p.iter() {
-            match seg {
-                Segment::Map { key } => v.push(Seg::Key(key.clone())),
-                Segment::Seq { index } => v.push(Seg::Index(*index)),
-                // Enums and unknown steps do not occur in this schema; stop rather than guess.
-                _ => break,
-            }
-        }
         Self(v)
     }
 

@@ -7,10 +7,9 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::decode::decode;
 use super::deerflow::provider_of;
-use super::env::{expand_tree, Env};
+use super::env::Env;
 use super::error::ConfigError;
-use super::ignored::strip_ignored;
-use super::keypath::{KeyPath, Problem};
+use super::keypath::Problem;
 use super::locate::line_of;
 use super::mcp::{extensions_file, read_mcp_file, resolve_mcp, McpFileKind, McpServer};
 use super::providers::Providers;
@@ -107,10 +106,8 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     for set in &opts.sets {
         apply_set(&mut root, set).map_err(|m| ConfigError::Invalid { problems: vec![m] })?;
     }
-    let mut ignored = strip_ignored(&mut root);
     let mut problems = Vec::new();
-    let root = expand_used_sections(root, env, &mut problems);
-    let mut config = decode(&root, &mut problems);
+    let (mut config, mut ignored) = decode(&root, env, &mut problems);
     for m in &mut config.models {
         m.provider = provider_of(&m.use_, &opts.providers);
     }
@@ -392,32 +389,6 @@ fn parse_root(text: Option<&str>, source: Option<&Path>) -> Result<Value, Config
             )],
         }),
     }
-}
-
-/// Expands `$VAR`s in every used section but `models` (model secrets expand only when the
-/// model is resolved, so an unset key hurts only the model that needs it).
-fn expand_used_sections(root: Value, env: &Env, problems: &mut Vec<Problem>) -> Mapping {
-    let Value::Mapping(mut map) = root else {
-        return Mapping::new();
-    };
-    for (k, v) in map.iter_mut() {
-        match k.as_str() {
-            // Model secrets expand when the model is resolved, MCP entries when their server
-            // is enabled (`mcp::resolve_mcp`): an unset variable hurts only what needs it.
-            Some("models" | "mcp_servers") | None => {}
-            // The container's environment expands when a docker sandbox is built, and
-            // `config show` names its `$VAR`s rather than printing their values.
-            Some("sandbox") => {
-                let environment = v.as_mapping_mut().and_then(|m| m.remove("environment"));
-                expand_tree(v, &KeyPath::root().key("sandbox"), env, problems);
-                if let (Some(m), Some(e)) = (v.as_mapping_mut(), environment) {
-                    m.insert("environment".into(), e);
-                }
-            }
-            Some(section) => expand_tree(v, &KeyPath::root().key(section), env, problems),
-        }
-    }
-    map
 }
 
 /// Where a problem's value came from, to point the user at the right place.

@@ -816,3 +816,63 @@ fn docker_sandbox_values_are_checked() {
     assert!(!loaded.config.sandbox.bash_allowed(false));
     assert!(loaded.config.sandbox.bash_allowed(true));
 }
+
+/// Every duration the config has, found by name in what it loads (`…timeout`,
+/// `…_seconds`), keeps the one-year rule: a new duration field is checked or this fails.
+#[test]
+fn every_duration_is_at_most_a_year() {
+    let text = "models: [{name: m, use: openai, model: x}]\n\
+                subagents: {agents: {bash: {}}, custom_agents: {r: {description: d, system_prompt: p}}}\n\
+                mcp_servers: {s: {command: c}}\n";
+    let loaded = load_text(text, &[], &Env::empty()).unwrap();
+    let shown = serde_yaml_ng::to_value(&loaded.config).unwrap();
+    let mut durations = Vec::new();
+    duration_keys(&shown, &mut Vec::new(), &mut durations);
+    assert!(durations.len() >= 8, "{durations:?}");
+    for (set_key, shown_key) in durations {
+        let set = format!("{set_key}=31536001");
+        let problems = load_text(text, &[&set], &Env::empty())
+            .expect_err(&set)
+            .problems();
+        let want = format!("{shown_key}: longer than a year");
+        assert!(
+            problems.iter().any(|p| p.starts_with(&want)),
+            "{set}: {problems:?}"
+        );
+    }
+}
+
+/// The `--set` key and the key path as messages show it of every duration-named leaf.
+fn duration_keys(v: &serde_yaml_ng::Value, at: &mut Vec<String>, out: &mut Vec<(String, String)>) {
+    use serde_yaml_ng::Value;
+    let items: Vec<(String, &Value)> = match v {
+        Value::Mapping(m) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v)))
+            .collect(),
+        Value::Sequence(s) => s
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        _ => return,
+    };
+    for (key, child) in items {
+        at.push(key.clone());
+        let leaf = matches!(child, Value::Number(_) | Value::Null);
+        if leaf && (key.ends_with("timeout") || key.ends_with("_seconds")) {
+            let shown = at
+                .iter()
+                .enumerate()
+                .map(|(n, s)| match (n, s.parse::<usize>()) {
+                    (_, Ok(i)) => format!("[{i}]"),
+                    (0, _) => s.clone(),
+                    _ => format!(".{s}"),
+                })
+                .collect::<String>();
+            out.push((at.join("."), shown));
+        }
+        duration_keys(child, at, out);
+        at.pop();
+    }
+}

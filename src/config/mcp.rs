@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::decode::decode_as;
+use super::decode::decode_doc;
 use super::dollar::{claude_names, expand_claude, expand_strict, DollarError};
 use super::env::{var_name, Env};
-use super::ignored::strip_ignored;
 use super::keypath::KeyPath;
 use super::schema::{McpOrigin, McpServerEntry};
+use super::validate::duration_problem;
 
 /// The file DeerFlow keeps its MCP servers in, beside its `config.yaml`.
 pub const EXTENSIONS_FILE: &str = "extensions_config.json";
@@ -181,10 +181,8 @@ fn resolve_one(
         ("session_init_timeout", e.session_init_timeout),
         ("tool_call_timeout", e.tool_call_timeout),
     ] {
-        if !(v.is_finite() && v > 0.0 && v <= MAX_SECONDS) {
-            problems.push(format!(
-                "{at}.{key}: expected a positive number of seconds up to a year, found {v}"
-            ));
+        if let Some(why) = duration_problem(v) {
+            problems.push(format!("{at}.{key}: {why}"));
         }
     }
     if !problems.is_empty() {
@@ -236,9 +234,6 @@ fn label(name: &str, origin: &McpOrigin) -> String {
     }
 }
 
-/// A year: longer waits are typos, and `Duration::from_secs_f64` must not overflow.
-const MAX_SECONDS: f64 = 31_536_000.0;
-
 /// Servers read from one `{"mcpServers": {…}}` file.
 #[derive(Debug, Default)]
 pub struct McpFile {
@@ -283,20 +278,19 @@ pub fn read_mcp_file(path: &Path, kind: McpFileKind) -> Result<McpFile, Vec<Stri
             Some("mcpServers") => servers = v,
             _ => file
                 .ignored
-                .push(format!("{shown}: {}", super::lenient::key_text(&k))),
+                .push(format!("{shown}: {}", super::tree::key_text(&k))),
         }
     }
-    // The YAML section's model walks the entries, so unknown entry keys are named the same way.
-    let mut wrapped = Value::Mapping(Mapping::from_iter([(Value::from("mcp_servers"), servers)]));
-    for p in strip_ignored(&mut wrapped) {
-        let p = p.strip_prefix("mcp_servers").unwrap_or(&p);
-        file.ignored.push(format!("{shown}: mcpServers{p}"));
-    }
-    let mut problems = Vec::new();
-    if let Some(v) = wrapped.get("mcp_servers") {
-        file.servers = decode_as(v.clone(), &KeyPath::root().key("mcpServers"), &mut problems)
-            .unwrap_or_default();
-    }
+    // The YAML section's model reads the entries, so unknown entry keys are named the same way.
+    let decoded = decode_doc::<BTreeMap<String, McpServerEntry>>(
+        &servers,
+        &KeyPath::root().key("mcpServers"),
+        None,
+    );
+    file.ignored
+        .extend(decoded.ignored.iter().map(|p| format!("{shown}: {p}")));
+    file.servers = decoded.value;
+    let problems = decoded.errors;
     let origin = match kind {
         McpFileKind::Extensions => McpOrigin::Extensions(path.to_path_buf()),
         McpFileKind::McpConfig => McpOrigin::McpConfig(path.to_path_buf()),

@@ -1,11 +1,11 @@
 //! The configuration (contract §2): the YAML model, lookup order, `--set`, `$VAR`
 //! expansion, DeerFlow compatibility, model resolution, and `config check`/`show`.
 //!
-//! Pipeline of `load`: find the file → parse to a YAML tree → apply `--set` → strip and
-//! record the keys the serde model (`schema.rs`) does not take → expand `$VAR`s (not in
-//! `models`, which expand on resolution) → decode section by section → validate. Each
-//! step's errors carry the key path; the file line is looked up in the original text at
-//! the end.
+//! Pipeline of `load`: find the file → parse to a YAML tree → apply `--set` → decode once
+//! into the serde model (`schema.rs`): the keys it does not take are named, the `$VAR`s of
+//! those it takes are expanded (but where a field keeps them for later: models' secrets,
+//! MCP entries, the container's environment) → validate. Each step's errors carry the key
+//! path; the file line is looked up in the original text at the end.
 //!
 //! The module is a leaf: it imports nothing from the rest of the crate, so every layer can
 //! read the configuration. Checks that need another module's knowledge (which tools exist)
@@ -17,9 +17,9 @@ mod deerflow;
 mod dollar;
 mod env;
 mod error;
+mod expandable;
 mod ignored;
 mod keypath;
-mod lenient;
 mod load;
 mod locate;
 mod mcp;
@@ -28,11 +28,13 @@ mod providers;
 mod report;
 mod schema;
 mod set;
+mod tree;
 mod validate;
 
 pub use deerflow::provider_of;
 pub use env::{var_name, Env};
 pub use error::ConfigError;
+pub use expandable::{Expandable, Unexpanded};
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
 pub use mcp::{McpServer, McpTransport};
 pub use models::{

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::deerflow::{class_endpoint, is_ollama, unsupported};
-use super::env::{expand, half_written, unset_message, Env, WHOLE_REFERENCE};
+use super::env::{unset_message, Env, WHOLE_REFERENCE};
 use super::error::ConfigError;
+use super::expandable::{Expandable, Unexpanded};
 use super::load::LoadedConfig;
 use super::providers::{Endpoint, HttpSettings, ProviderInfo, Providers, ThinkingSettings};
 use super::schema::{Config, ModelEntry, Price};
@@ -422,15 +423,13 @@ fn check_key(key: Option<&str>, named: &str) -> Result<(), ConfigError> {
 /// Expands a `$VAR` field; the error names the key and the variable, never a value. A value
 /// that starts with `$` but is no whole `$NAME` (`${VAR}`, `$HOME/x`) is an error: it would
 /// otherwise be sent literally.
-fn field(raw: &str, at: &str, key: &str, env: &Env) -> Result<String, ConfigError> {
-    if half_written(raw) {
-        return Err(ConfigError::Model(format!("{at}.{key}: {WHOLE_REFERENCE}")));
-    }
-    expand(raw, env).map_err(|var| {
-        ConfigError::MissingSecret(format!(
+fn field(raw: &Expandable, at: &str, key: &str, env: &Env) -> Result<String, ConfigError> {
+    raw.expand(env).map_err(|e| match e {
+        Unexpanded::HalfWritten => ConfigError::Model(format!("{at}.{key}: {WHOLE_REFERENCE}")),
+        Unexpanded::Unset(var) => ConfigError::MissingSecret(format!(
             "{at}.{key}: {}; export it, or change {at}.{key} in the config",
             unset_message(&var)
-        ))
+        )),
     })
 }
 

@@ -1,25 +1,30 @@
 //! The typed configuration (contract §2). Defaults live here, next to the fields.
 //!
 //! These structs are the one list of the keys deerflow reads: a key (or alias) that no field
-//! takes is reported as ignored and removed before decoding (`ignored.rs`), so adding a
-//! field is all it takes for deerflow to read a key. Keys of sections to come (DeerFlow's
-//! `mcp_servers`, …) get their field with the behaviour that reads them.
+//! takes is reported as ignored (`ignored.rs`), so adding a field is all it takes for
+//! deerflow to read a key. Keys of sections to come get their field with the behaviour
+//! that reads them.
 //!
-//! The tree they are deserialized from has had its `null`s removed too, so
-//! `#[serde(default)]` covers both "absent" and "null".
+//! They are read with the config's own deserializer (`tree.rs`), for which a `null` is an
+//! absent key, so `#[serde(default)]` covers both; a whole `$NAME` value is expanded
+//! wherever a field reads it, except under `keep_vars`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::expandable::Expandable;
 use super::providers::ProviderInfo;
+use super::tree::keep_vars;
 
 /// The whole configuration deerflow uses.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// The first entry is the default model.
+    /// The first entry is the default model. Its `$VAR`s expand when a model is resolved,
+    /// so an unset one hurts only the model that needs it.
+    #[serde(deserialize_with = "keep_vars")]
     pub models: Vec<ModelEntry>,
     pub subagents: SubagentsConfig,
     pub sandbox: SandboxConfig,
@@ -30,13 +35,17 @@ pub struct Config {
     pub tool_output: ToolOutputConfig,
     pub safety_finish_reason: SafetyFinishReasonConfig,
     /// MCP servers by name (contract §9), merged with the servers of the extensions file
-    /// and `--mcp-config` files after loading.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    /// and `--mcp-config` files after loading. Its `$VAR`s expand for enabled servers only.
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "keep_vars"
+    )]
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
 }
 
-/// One `models:` entry. String fields that may hold a `$VAR` stay raw: they are expanded
-/// only when the model is resolved, so an unset variable hurts only the model that needs it.
+/// One `models:` entry. The strings that may hold a secret's `$VAR` are [`Expandable`]:
+/// expanded only when the model is resolved, so an unset variable hurts only the model that
+/// needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelEntry {
     pub name: String,
@@ -48,7 +57,7 @@ pub struct ModelEntry {
     #[serde(skip_deserializing, serialize_with = "provider_name")]
     pub provider: Option<&'static ProviderInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Expandable>,
     /// `gemini_api_key` / `google_api_key`: DeerFlow's and LangChain's names for a Gemini
     /// entry's key.
     #[serde(
@@ -57,12 +66,12 @@ pub struct ModelEntry {
         alias = "google_api_key",
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_key: Option<String>,
+    pub api_key: Option<Expandable>,
     #[serde(default, alias = "api_base", skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
+    pub base_url: Option<Expandable>,
     /// Replay only; relative to the config file's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cassette: Option<String>,
+    pub cassette: Option<Expandable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,30 +257,25 @@ pub struct SandboxConfig {
     /// docker: the container's whole environment. `$VAR` values stay unexpanded here (so
     /// `config show` can name them instead of printing secrets) and are read from the
     /// host when a docker sandbox is built.
-    pub environment: BTreeMap<String, String>,
+    pub environment: BTreeMap<String, Expandable>,
 }
 
 impl SandboxConfig {
     /// `environment` with every `$VAR` value read from `env`; an unset one, or a value that
     /// is no whole `$NAME` but starts with `$`, is an error naming its key.
     pub fn environment_with(&self, env: &super::env::Env) -> Result<Vec<(String, String)>, String> {
+        use super::env::{unset_message, WHOLE_REFERENCE};
+        use super::expandable::Unexpanded;
         self.environment
             .iter()
-            .map(|(k, raw)| {
-                if super::env::half_written(raw) {
-                    return Err(format!(
-                        "sandbox.environment.{k}: {}",
-                        super::env::WHOLE_REFERENCE
-                    ));
+            .map(|(k, raw)| match raw.expand(env) {
+                Ok(v) => Ok((k.clone(), v)),
+                Err(Unexpanded::HalfWritten) => {
+                    Err(format!("sandbox.environment.{k}: {WHOLE_REFERENCE}"))
                 }
-                super::env::expand(raw, env)
-                    .map(|v| (k.clone(), v))
-                    .map_err(|name| {
-                        format!(
-                            "sandbox.environment.{k}: {}",
-                            super::env::unset_message(&name)
-                        )
-                    })
+                Err(Unexpanded::Unset(name)) => {
+                    Err(format!("sandbox.environment.{k}: {}", unset_message(&name)))
+                }
             })
             .collect()
     }

@@ -329,19 +329,22 @@ fn is_container_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
-/// Durations must be positive, finite and at most a year (they become `Duration`s and
-/// deadlines; a larger one is a mistake, contract §12).
 fn seconds(v: f64, at: &KeyPath, problems: &mut Vec<Problem>) {
+    if let Some(why) = duration_problem(v) {
+        problems.push((at.clone(), why));
+    }
+}
+
+/// The one rule for every duration in the config, MCP servers' included: positive, finite
+/// and at most a year (they become `Duration`s and deadlines; a larger one is a mistake,
+/// contract §12). `None` when `v` keeps it.
+pub fn duration_problem(v: f64) -> Option<String> {
     if !(v.is_finite() && v > 0.0) {
-        problems.push((
-            at.clone(),
-            format!("expected a positive number of seconds, found {v}"),
-        ));
+        Some(format!("expected a positive number of seconds, found {v}"))
     } else if v > crate::text::MAX_SECONDS {
-        problems.push((
-            at.clone(),
-            "longer than a year (at most 31536000 seconds)".to_string(),
-        ));
+        Some("longer than a year (at most 31536000 seconds)".to_string())
+    } else {
+        None
     }
 }
 
