@@ -311,6 +311,9 @@ impl Transcript {
             if let Some(Control::Clarify { question, options }) = out.control.take() {
                 clarify.get_or_insert(AgentEnd::Clarify { question, options });
             }
+            if let Some(end) = out.task_end.take() {
+                history.record_task_end(&call.id, end);
+            }
             history.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),

@@ -18,6 +18,7 @@ use crate::events::{Envelope, Event, EventSink, EventWriter};
 use crate::model::{ChatModel, ModelError, ModelResponse};
 use crate::testing::{call, calls, text, Capture, Script};
 use crate::tools::registry::ToolRegistry;
+use crate::tools::task_end::TaskStatus;
 use crate::tools::{SandboxLimits, Tool, ToolContext, ToolStatus};
 use crate::usage::Ledger;
 use crate::workspace::Workspace;
@@ -133,6 +134,13 @@ impl Fixture {
         let tool = TaskTool::new(self.sched.clone());
         let args = json!({"description": description, "prompt": "do it", "subagent_type": kind});
         let out = tool.call(&ToolCall::new(id, "task", args), &self.ctx).await;
+        // Every answer carries the task's end as data, agreeing with its text.
+        let end = out.task_end.clone().expect("a task answer without its end");
+        assert_eq!(
+            end.status == TaskStatus::Completed,
+            out.status == ToolStatus::Ok
+        );
+        assert!(out.text().ends_with(&end.detail), "{end:?}");
         (out.status, out.text().into_owned())
     }
 }
@@ -220,6 +228,8 @@ async fn a_terminal_state_is_reported_once() {
         late.text(),
         "Task completed. Error: the task had already ended"
     );
+    // The end it carries is the one the task had.
+    assert_eq!(late.task_end.map(|e| e.status), Some(TaskStatus::Completed));
     assert_eq!(r.state.get(), TaskState::Completed);
     drop(events);
     writer.finish(|| false).await;

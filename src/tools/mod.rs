@@ -11,6 +11,7 @@ pub mod loop_key;
 mod read_range;
 pub mod registry;
 pub mod search;
+pub mod task_end;
 mod walk;
 
 use std::borrow::Cow;
@@ -95,6 +96,8 @@ pub struct ToolOutput {
     pub status: ToolStatus,
     pub content: Vec<Content>,
     pub control: Option<Control>,
+    /// Set by the `task` tool: how the delegated task ended.
+    pub task_end: Option<task_end::TaskEnd>,
 }
 
 impl ToolOutput {
@@ -109,7 +112,13 @@ impl ToolOutput {
             status,
             content,
             control: None,
+            task_end: None,
         }
+    }
+
+    pub fn with_task_end(mut self, end: task_end::TaskEnd) -> Self {
+        self.task_end = Some(end);
+        self
     }
 
     /// What the model sees and the events show: the blocks in order, one per line.
