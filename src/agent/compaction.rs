@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::events::Event;
+use crate::events::{Event, WarningCode};
 use crate::model::{
     AgentId, BoxFuture, CallPurpose, ChatModel, ChatRequest, Message, ModelLimits, ToolCall,
 };
@@ -343,7 +343,7 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
         messages_before: before as u32,
         messages_after: after as u32,
         input_tokens_before: at.last_usage.and_then(|u| u.input()),
-        reason: at.reason.as_str().into(),
+        reason: at.reason,
     });
     true
 }
@@ -419,7 +419,7 @@ async fn summarize(
         }
     }
     at.port.emit(Event::warning(
-        "compaction_failed",
+        WarningCode::CompactionFailed,
         format!(
             "the {} history could not be summarized ({}); it is sent whole",
             who(at.agent),

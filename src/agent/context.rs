@@ -166,23 +166,8 @@ pub struct PreCall<'a> {
     pub port: &'a dyn AgentPort,
 }
 
-/// Why a policy is asked to act.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// Before a model call: act if a trigger fires.
-    Trigger,
-    /// The provider said the last request's context was too long: shrink now.
-    Overflow,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Trigger => "trigger",
-            Reason::Overflow => "overflow",
-        }
-    }
-}
+/// Why a context policy acts before a model call.
+pub use crate::events::CompactionReason as Reason;
 
 /// What the agent loop lends a policy: the agent's model, and model calls made and
 /// accounted as that agent's.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::context::{ContextPolicy, History, PreCall};
 use super::guards::{Budget, LoopLimits};
 use super::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, Progress, RunControl, RunShared};
-use crate::events::Event;
+use crate::events::{Event, WarningCode};
 use crate::model::output_schema::OutputSchema;
 use crate::model::{
     AgentId, BoxFuture, ChatRequest, Message, ModelError, ModelLimits, ModelResponse, ToolCall,
@@ -135,7 +135,7 @@ fn warnings(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Warning { code, .. } => Some(code.clone()),
+            Event::Warning { code, .. } => Some(code.to_string()),
             _ => None,
         })
         .collect()
@@ -361,7 +361,9 @@ fn schema_warnings(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Warning { code, message, .. } if code == "schema_retry" => Some(message.clone()),
+            Event::Warning { code, message, .. } if *code == WarningCode::SchemaRetry => {
+                Some(message.clone())
+            }
             _ => None,
         })
         .collect()
@@ -502,7 +504,7 @@ fn compactions(events: &[Event]) -> Vec<(u32, u32, Option<u64>, String)> {
                 *messages_before,
                 *messages_after,
                 *input_tokens_before,
-                reason.clone(),
+                reason.to_string(),
             )),
             _ => None,
         })

@@ -14,7 +14,7 @@ use super::task_tool::TaskTool;
 use super::{SubagentSetup, SubagentType};
 use crate::agent::guards::{Budget, LoopLimits};
 use crate::agent::{RunControl, RunShared};
-use crate::events::{Envelope, Event, EventSink, EventWriter};
+use crate::events::{Envelope, Event, EventSink, EventWriter, WarningCode};
 use crate::model::{ChatModel, ModelError, ModelResponse};
 use crate::testing::{call, calls, text, Capture, Script};
 use crate::tools::registry::ToolRegistry;
@@ -112,12 +112,13 @@ impl Fixture {
     }
 
     async fn events(&mut self) -> Vec<(String, String, Value)> {
-        self.events.emit(Event::warning("end_of_test", ""));
+        self.events
+            .emit(Event::warning(WarningCode::ConfigIgnored, "end_of_test"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let seen = self.seen.lock().unwrap().clone();
             if let Some(end) = seen.iter().position(
-                |e| matches!(&e.event, Event::Warning { code, .. } if code == "end_of_test"),
+                |e| matches!(&e.event, Event::Warning { message, .. } if message == "end_of_test"),
             ) {
                 self.seen.lock().unwrap().clear();
                 return seen[..end]

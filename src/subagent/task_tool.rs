@@ -14,7 +14,7 @@ use super::scheduler::{Admission, Scheduler};
 use super::state::TaskState;
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, Observer};
-use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
+use crate::events::{Event, EventSink, TaskMessage, TaskToolCall, WarningCode};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
 use crate::tools::task_end::{TaskEnd, TaskStatus};
@@ -149,8 +149,10 @@ impl TaskTool {
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");
             let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");
-            s.events
-                .emit(Event::warning("unknown_subagent_type", msg.clone()));
+            s.events.emit(Event::warning(
+                WarningCode::UnknownSubagentType,
+                msg.clone(),
+            ));
             return Err(failed(msg));
         };
         let Some(rec) = s.accept(&call.id, &description, &prompt, t) else {
@@ -158,7 +160,8 @@ impl TaskTool {
                 "task limit reached: this run may start at most {} sub-agents (--max-tasks)",
                 s.max_tasks()
             );
-            s.events.emit(Event::warning("task_limit", msg.clone()));
+            s.events
+                .emit(Event::warning(WarningCode::TaskLimit, msg.clone()));
             return Err(failed(msg));
         };
         let admission = s.admit(&rec);
@@ -342,7 +345,7 @@ impl Observer for TaskObserver {
             text,
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
-            status: out.status.as_str().into(),
+            status: out.status,
         });
     }
 }

@@ -19,23 +19,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::events::ToolStatus;
 use crate::model::{BoxFuture, ToolArgs, ToolCall, ToolSpec};
 use crate::workspace::Workspace;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolStatus {
-    Ok,
-    Error,
-}
-
-impl ToolStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-        }
-    }
-}
 
 /// Something a tool asks the agent loop to do besides answering.
 #[derive(Debug, Clone, PartialEq)]
