@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::model::ToolArgs;
 use crate::usage::{RunUsage, UsageTotals};
+use crate::workspace::sandbox::SandboxKind;
 
 use flow::Flow;
 pub use flow::{stop_signalled_at, watch_stop_signals};
@@ -47,7 +48,8 @@ pub struct ModelInfo {
 pub struct SandboxInfo {
     /// The config's `sandbox.use`, normalised (`local`, `confined`, `docker`).
     #[serde(rename = "use")]
-    pub use_: String,
+    #[schemars(with = "String")]
+    pub use_: SandboxKind,
     /// The container image when there is one.
     pub image: Option<String>,
 }
@@ -574,7 +576,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             subagents_enabled: true,
             subagent_types: vec!["general-purpose".into()],
             sandbox: SandboxInfo {
-                use_: "local".into(),
+                use_: SandboxKind::Local,
                 image: None,
             },
         }),
@@ -594,7 +596,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             subagents_enabled: false,
             subagent_types: vec![],
             sandbox: SandboxInfo {
-                use_: "docker".into(),
+                use_: SandboxKind::Docker,
                 image: Some("img:1".into()),
             },
         }),

@@ -29,7 +29,7 @@ use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
 use crate::workspace::sandbox::{
     docker_host, find_bwrap, ConfinedSandbox, DockerMount, DockerSandbox, DockerSettings,
-    LocalSandbox, Sandbox, BWRAP_PACKAGE,
+    LocalSandbox, Sandbox, SandboxKind, BWRAP_PACKAGE,
 };
 use crate::workspace::Workspace;
 
@@ -118,7 +118,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         color: use_color(args.color),
         workspace: Arc::new(workspace),
         sandbox: SandboxInfo {
-            use_: sandbox.kind().to_string(),
+            use_: sandbox.kind(),
             image: sandbox.image().map(str::to_string),
         },
         limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
@@ -257,7 +257,7 @@ fn unused_sandbox_warning(
     s: &config::SandboxConfig,
     allow_bash: bool,
 ) -> Option<(WarningCode, String)> {
-    (s.use_ == "confined" && !allow_bash).then(|| {
+    (SandboxKind::of(&s.use_) == SandboxKind::Confined && !allow_bash).then(|| {
         (
             WarningCode::SandboxUnused,
             "sandbox.use: confined has no effect without --allow-bash (or \
@@ -385,8 +385,8 @@ pub(super) fn sandbox_of(
     workspace: &Path,
     skills: &Path,
 ) -> Result<Arc<dyn Sandbox>, ConfigError> {
-    match s.use_.as_str() {
-        "confined" => {
+    match SandboxKind::of(&s.use_) {
+        SandboxKind::Confined => {
             let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(|| {
                 ConfigError::Sandbox(format!(
                     "sandbox.use: confined needs bwrap on PATH; install the {BWRAP_PACKAGE} \
@@ -396,10 +396,10 @@ pub(super) fn sandbox_of(
             let home = std::env::var_os("HOME").map(PathBuf::from);
             Ok(Arc::new(ConfinedSandbox::new(bwrap, s.network, home)))
         }
-        "docker" => Ok(Arc::new(DockerSandbox::new(docker_settings(
+        SandboxKind::Docker => Ok(Arc::new(DockerSandbox::new(docker_settings(
             s, workspace, skills,
         )?))),
-        _ => Ok(Arc::new(LocalSandbox)),
+        SandboxKind::Local => Ok(Arc::new(LocalSandbox)),
     }
 }
 

@@ -75,7 +75,7 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         processes: ctx.workspace.processes(),
         mark: ctx.limits.task_mark.as_ref(),
     };
-    let sandbox = ctx.limits.sandbox.kind();
+    let sandbox = ctx.limits.sandbox.kind().as_str();
     let start = std::time::Instant::now();
     let result = ctx.limits.sandbox.exec(req).await;
     let ms = start.elapsed().as_millis() as u64;
@@ -385,8 +385,8 @@ mod tests {
     struct Recording(std::sync::Mutex<Vec<(String, std::path::PathBuf, Duration)>>);
 
     impl crate::workspace::sandbox::Sandbox for Recording {
-        fn kind(&self) -> &'static str {
-            "recording"
+        fn kind(&self) -> crate::workspace::sandbox::SandboxKind {
+            crate::workspace::sandbox::SandboxKind::Local
         }
         fn exec<'a>(&'a self, req: ExecRequest<'a>) -> crate::workspace::sandbox::ExecFuture<'a> {
             self.0.lock().unwrap().push((

@@ -458,7 +458,7 @@ mod tests {
             subagents_enabled: true,
             subagent_types: vec!["general-purpose".into()],
             sandbox: crate::events::SandboxInfo {
-                use_: "local".into(),
+                use_: crate::workspace::sandbox::SandboxKind::Local,
                 image: None,
             },
         }
