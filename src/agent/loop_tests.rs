@@ -855,8 +855,9 @@ impl crate::tools::Tool for Timed {
         })
     }
 
-    fn concurrency(&self) -> crate::tools::Concurrency {
-        if self.shared {
+    /// Shared if the tool is, or per call: one whose id starts with `r` only reads.
+    fn concurrency(&self, call: &ToolCall) -> crate::tools::Concurrency {
+        if self.shared || call.id.starts_with('r') {
             crate::tools::Concurrency::Shared
         } else {
             crate::tools::Concurrency::Exclusive
@@ -919,6 +920,29 @@ async fn reads_overlap_and_a_write_waits_for_what_came_before_it() {
         ["r1", "r2", "w1", "r3", "w2"],
         "results keep call order"
     );
+}
+
+#[tokio::test]
+async fn a_tool_decides_per_call_whether_it_may_overlap() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let io = |id: &str| ToolCall {
+        name: "io".into(),
+        ..call(id, id)
+    };
+    let mut s = Setup::new(vec![
+        calls(vec![io("r1"), io("r2"), io("w1")], None),
+        text("done"),
+    ]);
+    s.tools = vec![Arc::new(Timed {
+        name: "io",
+        shared: false,
+        log: log.clone(),
+    })];
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let log = log.lock().unwrap().clone();
+    assert_eq!(&log[..2], ["+r1", "+r2"], "{log:?}");
+    assert_eq!(&log[4..], ["+w1", "-w1"], "{log:?}");
 }
 
 /// A recorded provider stream from tests/fixtures, assembled as the provider would.

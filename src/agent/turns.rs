@@ -563,7 +563,7 @@ fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::
             || agent
                 .tools
                 .find(&c.name)
-                .is_none_or(|t| t.concurrency() == Concurrency::Shared)
+                .is_none_or(|t| t.concurrency(c) == Concurrency::Shared)
     };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
     for (i, c) in calls.iter().enumerate() {

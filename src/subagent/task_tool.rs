@@ -63,7 +63,7 @@ fn task_parameters(names: Vec<String>) -> Value {
 }
 
 impl Tool for TaskTool {
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 

@@ -210,8 +210,10 @@ pub trait Tool: Send + Sync {
     /// Serves one call of the model: its arguments, and its id (the task tool makes it the
     /// task id).
     fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
-    /// Exclusive unless the tool says otherwise, so a new tool is ordered safely.
-    fn concurrency(&self) -> Concurrency {
+    /// How this call may overlap its neighbours, decided per call (a tool may read or
+    /// write depending on its arguments). Exclusive unless the tool says otherwise, so a
+    /// new tool is ordered safely.
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Exclusive
     }
     /// What makes two calls of this tool the same call for the loop detector (contract

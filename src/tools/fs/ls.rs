@@ -33,7 +33,7 @@ impl Tool for LsTool {
         crate::tools::loop_key::arguments(args, &["path"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 

@@ -35,7 +35,7 @@ impl Tool for ReadFileTool {
         crate::tools::loop_key::path_and_line_stretch(args)
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 

@@ -44,7 +44,7 @@ impl Tool for GlobTool {
         crate::tools::loop_key::arguments(args, &["pattern", "path"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 

@@ -52,7 +52,7 @@ impl Tool for GrepTool {
         crate::tools::loop_key::arguments(args, &["pattern", "path", "glob"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
