@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bash;
 mod edit_stream;
+mod error;
 pub mod fs;
 pub mod lead;
 pub mod loop_key;
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub use crate::events::ToolStatus;
 use crate::model::{BoxFuture, ToolArgs, ToolCall, ToolSpec};
 use crate::workspace::Workspace;
+pub use error::ToolError;
 
 /// Something a tool asks the agent loop to do besides answering.
 #[derive(Debug, Clone, PartialEq)]
