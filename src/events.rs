@@ -11,6 +11,7 @@
 //! has `skip_serializing_if`, so an `Option` without it is required and may be `null`.
 
 mod flow;
+mod kinds;
 mod line;
 mod queue;
 
@@ -26,27 +27,14 @@ use serde_json::{Map, Value};
 
 use crate::model::ToolArgs;
 use crate::usage::{RunUsage, UsageTotals};
+use crate::workspace::sandbox::SandboxKind;
 
 use flow::Flow;
 pub use flow::{stop_signalled_at, watch_stop_signals};
+pub use kinds::{CompactionReason, RunStatus, ToolStatus, WarningCode};
 pub use line::{stamp, write_line, Stamp};
 
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// `tool_result.status` and a sub-agent tool message's `status`.
-pub const TOOL_STATUSES: &[&str] = &["ok", "error"];
-/// `context_compacted.reason`: a trigger fired, or the provider said the context was too long.
-pub const COMPACTION_REASONS: &[&str] = &["trigger", "overflow"];
-/// `run_completed.status`.
-pub const RUN_STATUSES: &[&str] = &[
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "needs_clarification",
-    "max_turns",
-    "budget_exceeded",
-];
 
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct ModelInfo {
@@ -60,7 +48,8 @@ pub struct ModelInfo {
 pub struct SandboxInfo {
     /// The config's `sandbox.use`, normalised (`local`, `confined`, `docker`).
     #[serde(rename = "use")]
-    pub use_: String,
+    #[schemars(with = "String")]
+    pub use_: SandboxKind,
     /// The container image when there is one.
     pub image: Option<String>,
 }
@@ -90,7 +79,7 @@ pub enum TaskMessage {
         tool_call_id: String,
         name: String,
         #[schemars(schema_with = "tool_status_schema")]
-        status: String,
+        status: ToolStatus,
     },
 }
 
@@ -145,7 +134,7 @@ pub enum Event {
         call_id: String,
         name: String,
         #[schemars(schema_with = "tool_status_schema")]
-        status: String,
+        status: ToolStatus,
         output: String,
         truncated: bool,
         duration_ms: u64,
@@ -225,7 +214,9 @@ pub enum Event {
         "then" = {"required": ["attempt", "delay_ms", "status"]}
     ))]
     Warning {
-        code: String,
+        // A plain string in the schema: consumers must accept codes added later.
+        #[schemars(with = "String")]
+        code: WarningCode,
         message: String,
         /// `model_retry` only.
         #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -242,7 +233,7 @@ pub enum Event {
         /// What the last response reported; `null` when the size was estimated.
         input_tokens_before: Option<u64>,
         #[schemars(schema_with = "compaction_reason_schema")]
-        reason: String,
+        reason: CompactionReason,
     },
     /// An MCP server answered `initialize` and `tools/list`, before the first model call.
     McpServerStarted {
@@ -261,7 +252,7 @@ pub enum Event {
     /// Always the last line, exactly once.
     RunCompleted {
         #[schemars(schema_with = "run_status_schema")]
-        status: String,
+        status: RunStatus,
         exit_code: i32,
         final_message: Option<String>,
         error: Option<String>,
@@ -276,15 +267,15 @@ pub enum Event {
 }
 
 fn tool_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "string", "enum": TOOL_STATUSES })
+    schemars::json_schema!({ "type": "string", "enum": ToolStatus::names() })
 }
 
 fn compaction_reason_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "string", "enum": COMPACTION_REASONS })
+    schemars::json_schema!({ "type": "string", "enum": CompactionReason::names() })
 }
 
 fn run_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "string", "enum": RUN_STATUSES })
+    schemars::json_schema!({ "type": "string", "enum": RunStatus::names() })
 }
 
 /// Whole seconds print as integers (`1800`, like the error texts say), others as floats.
@@ -303,9 +294,9 @@ fn opt_seconds<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::
 }
 
 impl Event {
-    pub fn warning(code: &str, message: impl Into<String>) -> Self {
+    pub fn warning(code: WarningCode, message: impl Into<String>) -> Self {
         Event::Warning {
-            code: code.to_string(),
+            code,
             message: message.into(),
             retry: None,
             server: None,
@@ -585,7 +576,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             subagents_enabled: true,
             subagent_types: vec!["general-purpose".into()],
             sandbox: SandboxInfo {
-                use_: "local".into(),
+                use_: SandboxKind::Local,
                 image: None,
             },
         }),
@@ -605,7 +596,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             subagents_enabled: false,
             subagent_types: vec![],
             sandbox: SandboxInfo {
-                use_: "docker".into(),
+                use_: SandboxKind::Docker,
                 image: Some("img:1".into()),
             },
         }),
@@ -622,7 +613,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         lead(Event::ToolResult {
             call_id: "call_1".into(),
             name: "task".into(),
-            status: "ok".into(),
+            status: ToolStatus::Ok,
             output: "Task Succeeded. Result: r".into(),
             truncated: false,
             duration_ms: 12,
@@ -662,7 +653,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
                 text: "a.txt".into(),
                 tool_call_id: "c1".into(),
                 name: "ls".into(),
-                status: "error".into(),
+                status: ToolStatus::Error,
             },
             usage,
         }),
@@ -713,9 +704,9 @@ pub(crate) fn samples() -> Vec<Envelope> {
             cache_read_tokens: None,
             reported: false,
         }),
-        lead(Event::warning("task_limit", "refused")),
+        lead(Event::warning(WarningCode::TaskLimit, "refused")),
         inside(Event::Warning {
-            code: "model_retry".into(),
+            code: WarningCode::ModelRetry,
             message: "connection reset; retry 1 in 500 ms".into(),
             retry: Some(RetryInfo {
                 attempt: 1,
@@ -725,7 +716,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             server: None,
         }),
         lead(Event::Warning {
-            code: "model_retry".into(),
+            code: WarningCode::ModelRetry,
             message: "HTTP 429; retry 2 in 1000 ms".into(),
             retry: Some(RetryInfo {
                 attempt: 2,
@@ -735,7 +726,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             server: None,
         }),
         lead(Event::Warning {
-            code: "mcp_server_failed".into(),
+            code: WarningCode::McpServerFailed,
             message: "fs: exited".into(),
             retry: None,
             server: Some("fs".into()),
@@ -744,13 +735,13 @@ pub(crate) fn samples() -> Vec<Envelope> {
             messages_before: 40,
             messages_after: 12,
             input_tokens_before: Some(33_000),
-            reason: "trigger".into(),
+            reason: CompactionReason::Trigger,
         }),
         lead(Event::ContextCompacted {
             messages_before: 9,
             messages_after: 4,
             input_tokens_before: None,
-            reason: "overflow".into(),
+            reason: CompactionReason::Overflow,
         }),
         lead(Event::McpServerStarted {
             server: "fs".into(),
@@ -766,7 +757,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             options: vec!["a".into(), "b".into()],
         }),
         lead(Event::RunCompleted {
-            status: "completed".into(),
+            status: RunStatus::Completed,
             exit_code: 0,
             final_message: Some("done".into()),
             error: None,
@@ -782,7 +773,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             final_output: None,
         }),
         lead(Event::RunCompleted {
-            status: "budget_exceeded".into(),
+            status: RunStatus::BudgetExceeded,
             exit_code: 8,
             final_message: None,
             error: Some("Token budget exceeded".into()),
@@ -876,7 +867,7 @@ mod tests {
     #[test]
     fn stamped_line_has_envelope_fields_first() {
         let env = Envelope {
-            event: Event::warning("x", "y"),
+            event: Event::warning(WarningCode::Budget, "y"),
             task_id: Some("t1".into()),
         };
         let line = stamp(&env, 7, "run1");
@@ -886,7 +877,7 @@ mod tests {
         assert_eq!(v["seq"], 7);
         assert_eq!(v["run_id"], "run1");
         assert_eq!(v["task_id"], "t1");
-        assert_eq!(v["code"], "x");
+        assert_eq!(v["code"], "budget");
         let ts = v["ts"].as_str().unwrap();
         assert!(ts.ends_with('Z') && ts.len() == 24, "{ts}");
         assert!(line.starts_with(r#"{"type":"warning","seq":7"#));
@@ -896,7 +887,7 @@ mod tests {
     fn retry_fields_follow_the_message_and_status_stays_as_null() {
         let env = Envelope {
             event: Event::Warning {
-                code: "model_retry".into(),
+                code: WarningCode::ModelRetry,
                 message: "m".into(),
                 retry: Some(RetryInfo {
                     attempt: 1,
@@ -922,7 +913,7 @@ mod tests {
         let l = line(
             0,
             &Envelope {
-                event: Event::warning("budget", "80% spent"),
+                event: Event::warning(WarningCode::Budget, "80% spent"),
                 task_id: None,
             },
         );

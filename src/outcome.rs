@@ -1,32 +1,8 @@
 //! Run status → exit code, in one table that mirrors contract §4 ("the first row that
 //! applies wins").
 
+pub use crate::events::RunStatus;
 use crate::events::TaskCounts;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Completed,
-    Failed,
-    Cancelled,
-    TimedOut,
-    NeedsClarification,
-    MaxTurns,
-    BudgetExceeded,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::TimedOut => "timed_out",
-            RunStatus::NeedsClarification => "needs_clarification",
-            RunStatus::MaxTurns => "max_turns",
-            RunStatus::BudgetExceeded => "budget_exceeded",
-        }
-    }
-}
 
 /// Why a run was stopped from outside the agent loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,22 +70,6 @@ pub fn status_for_cause(cause: StopCause) -> RunStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `deerflow schema` lists the statuses by name (events::RUN_STATUSES).
-    #[test]
-    fn every_status_is_in_the_event_schema() {
-        let all = [
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-            RunStatus::TimedOut,
-            RunStatus::NeedsClarification,
-            RunStatus::MaxTurns,
-            RunStatus::BudgetExceeded,
-        ];
-        let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
-        assert_eq!(names, crate::events::RUN_STATUSES);
-    }
 
     fn tasks(failed: u32, timed_out: u32, cancelled: u32) -> TaskCounts {
         TaskCounts {

@@ -10,13 +10,15 @@
 //! - the ledger: every `task` call summarized away stays in the summary verbatim, so the
 //!   lead does not delegate it again.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::events::Event;
+use crate::events::{Event, WarningCode};
 use crate::model::{
     AgentId, BoxFuture, CallPurpose, ChatModel, ChatRequest, Message, ModelLimits, ToolCall,
 };
 use crate::text::{cut, Keep};
+use crate::tools::task_end::TaskEnd;
 
 use super::context::{Compacted, ContextPolicy, History, PreCall, Reason};
 use super::tool_results::ToolResultStore;
@@ -156,9 +158,9 @@ fn keep_tokens(messages: &[Message], tokens: u64) -> usize {
     start
 }
 
-/// One line per `task` call among `messages`, with its result's terminal status and first
-/// line: `- "count lines" (general-purpose): completed: 42 lines`.
-pub fn ledger_entries(messages: &[Message]) -> Vec<String> {
+/// One line per `task` call among `messages`, with how it ended (`ends`, by call id) and
+/// the first line of what it answered: `- "count lines" (general-purpose): completed: 42 lines`.
+pub fn ledger_entries(messages: &[Message], ends: &HashMap<String, TaskEnd>) -> Vec<String> {
     let mut out = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let Message::Assistant { tool_calls, .. } = m else {
@@ -171,19 +173,27 @@ pub fn ledger_entries(messages: &[Message]) -> Vec<String> {
                 } if *call_id == call.id => Some(content.as_str()),
                 _ => None,
             });
-            out.push(ledger_line(call, result));
+            let outcome = match (ends.get(&call.id), result) {
+                (Some(end), _) => Some((end.status.as_str(), end.detail.as_str())),
+                // A result the task tool did not give (the call never ran).
+                (None, Some(r)) => Some(("unknown", r)),
+                (None, None) => None,
+            };
+            out.push(ledger_line(call, outcome));
         }
     }
     out
 }
 
-fn ledger_line(call: &ToolCall, result: Option<&str>) -> String {
+fn ledger_line(call: &ToolCall, outcome: Option<(&str, &str)>) -> String {
     let args = call.arguments.to_map();
     let arg = |k: &str| args.get(k).and_then(|v| v.as_str()).unwrap_or("");
-    let (status, first) = match result {
-        Some(r) => task_outcome(r),
-        None => ("no result", String::new()),
-    };
+    let (status, said) = outcome.unwrap_or(("no result", ""));
+    let first = said
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let mut line = format!(
         "- description: {:?}; subagent_type: {}; status: {status}",
         arg("description"),
@@ -191,37 +201,9 @@ fn ledger_line(call: &ToolCall, result: Option<&str>) -> String {
     );
     if !first.is_empty() {
         line.push_str("; result: ");
-        line.push_str(&first);
+        line.push_str(&cut(first, LEDGER_LINE_CHARS, Keep::Head).marked_with("…"));
     }
     line
-}
-
-/// The terminal status a `task` result states, and the first line of what it says.
-fn task_outcome(result: &str) -> (&'static str, String) {
-    let status = if result.starts_with("Task Succeeded") {
-        "completed"
-    } else if result.starts_with("Task failed") {
-        "failed"
-    } else if result.starts_with("Task timed out") {
-        "timed_out"
-    } else if result.starts_with("Task cancelled") {
-        "cancelled"
-    } else {
-        "unknown"
-    };
-    let body = ["Result: ", "Error: "]
-        .iter()
-        .find_map(|p| result.split_once(p).map(|(_, rest)| rest))
-        .unwrap_or(result);
-    let first = body
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    (
-        status,
-        cut(first, LEDGER_LINE_CHARS, Keep::Head).marked_with("…"),
-    )
 }
 
 /// The summarized messages as text for the summarizer, at most `max_chars` characters.
@@ -344,7 +326,7 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
         return false;
     };
     let mut delegations = earlier.delegations;
-    delegations.extend(ledger_entries(old));
+    delegations.extend(ledger_entries(old, history.task_ends()));
     let mut kept = Vec::with_capacity(2 + before - split);
     kept.push(messages[0].clone());
     kept.push(Message::User(summary_message(&summary, &delegations)));
@@ -361,7 +343,7 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
         messages_before: before as u32,
         messages_after: after as u32,
         input_tokens_before: at.last_usage.and_then(|u| u.input()),
-        reason: at.reason.as_str().into(),
+        reason: at.reason,
     });
     true
 }
@@ -437,7 +419,7 @@ async fn summarize(
         }
     }
     at.port.emit(Event::warning(
-        "compaction_failed",
+        WarningCode::CompactionFailed,
         format!(
             "the {} history could not be summarized ({}); it is sent whole",
             who(at.agent),

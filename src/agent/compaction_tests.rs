@@ -2,6 +2,8 @@ use serde_json::json;
 
 use super::*;
 use crate::model::{Reasoning, Usage};
+use crate::tools::task_end::{TaskEnd, TaskStatus};
+use std::collections::HashMap;
 
 fn user(t: &str) -> Message {
     Message::User(t.into())
@@ -185,32 +187,51 @@ fn the_ledger_lists_every_task_call_with_its_outcome() {
             tool_calls: vec![task("t1", "count lines"), task("t2", "find bugs")],
             reasoning: Reasoning::default(),
         },
-        result("t1", "Task Succeeded. Result: 42 lines\nmore detail"),
+        // The text is what the model saw; the status comes from the typed end beside it.
+        result("t1", "(stored away: 2 KB)"),
         result("t2", "Task failed. Error: provider down"),
         assistant(&[("e", "echo")]),
         result("e", "not a task"),
         Message::Assistant {
             text: None,
-            tool_calls: vec![task("t3", "slow one")],
+            tool_calls: vec![task("t3", "slow one"), task("t4", "never ran")],
             reasoning: Reasoning::default(),
         },
         result(
             "t3",
             "Task timed out. Error: Execution timed out after 5 seconds",
         ),
+        result("t4", "Task failed. Error: but not from the task tool"),
     ];
+    let ends = HashMap::from([
+        (
+            "t1".to_string(),
+            TaskEnd::new(TaskStatus::Completed, "42 lines\nmore detail"),
+        ),
+        (
+            "t2".to_string(),
+            TaskEnd::new(TaskStatus::Failed, "provider down"),
+        ),
+        (
+            "t3".to_string(),
+            TaskEnd::new(TaskStatus::TimedOut, "Execution timed out after 5 seconds"),
+        ),
+    ]);
     assert_eq!(
-        ledger_entries(&m),
+        ledger_entries(&m, &ends),
         [
             "- description: \"count lines\"; subagent_type: general-purpose; status: completed; result: 42 lines",
             "- description: \"find bugs\"; subagent_type: general-purpose; status: failed; result: provider down",
             "- description: \"slow one\"; subagent_type: general-purpose; status: timed_out; result: Execution timed out after 5 seconds",
+            "- description: \"never ran\"; subagent_type: general-purpose; status: unknown; result: Task failed. Error: but not from the task tool",
         ]
     );
-    let msg = summary_message("We counted.", &ledger_entries(&m));
+    let msg = summary_message("We counted.", &ledger_entries(&m, &ends));
     assert!(msg.starts_with(SUMMARY_HEADER));
     assert!(msg.contains("We counted.\n\n## Sub-agent tasks already delegated"));
-    assert!(msg.ends_with("result: Execution timed out after 5 seconds"));
+    assert!(
+        msg.ends_with("status: unknown; result: Task failed. Error: but not from the task tool")
+    );
     assert!(!summary_message("s", &[]).contains("##"));
 }
 

@@ -5,6 +5,7 @@
 //! request holds the `Arc` only while the call runs, so appending afterwards finds it
 //! unshared and pushes in place.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::events::Event;
@@ -12,6 +13,7 @@ use crate::model::{
     AgentId, BoxFuture, ChatModel, ChatRequest, Lineage, Message, ModelError, ModelLimits,
     ModelResponse, ToolCall, Usage,
 };
+use crate::tools::task_end::TaskEnd;
 
 /// One agent's messages, oldest first; the first is the task (the user's prompt).
 #[derive(Debug)]
@@ -25,6 +27,8 @@ pub struct History {
     lineage: Lineage,
     /// The leading messages that went out in a request under this lineage.
     sent: usize,
+    /// How each `task` call in the messages ended, by call id.
+    task_ends: HashMap<String, TaskEnd>,
 }
 
 impl Clone for History {
@@ -35,6 +39,7 @@ impl Clone for History {
             compacted: self.compacted.clone(),
             lineage: Lineage::fresh(),
             sent: 0,
+            task_ends: self.task_ends.clone(),
         }
     }
 }
@@ -55,6 +60,7 @@ impl History {
             compacted: None,
             lineage: Lineage::fresh(),
             sent: 0,
+            task_ends: HashMap::new(),
         }
     }
 
@@ -80,6 +86,16 @@ impl History {
         Arc::make_mut(&mut self.messages).push(m);
     }
 
+    /// Notes how the `task` call `call_id`, whose result is in the messages, ended.
+    pub fn record_task_end(&mut self, call_id: &str, end: TaskEnd) {
+        self.task_ends.insert(call_id.to_string(), end);
+    }
+
+    /// How the `task` calls in the messages ended, by call id.
+    pub fn task_ends(&self) -> &HashMap<String, TaskEnd> {
+        &self.task_ends
+    }
+
     /// Gives the assistant message at `at` its tool calls.
     pub fn set_calls(&mut self, at: usize, calls: Vec<ToolCall>) {
         self.changing(at);
@@ -97,6 +113,14 @@ impl History {
 
     /// Replaces the whole history (a compaction's result).
     pub fn replace(&mut self, messages: Vec<Message>, compacted: Compacted) {
+        let results: HashSet<&str> = messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.task_ends.retain(|id, _| results.contains(id.as_str()));
         self.messages = Arc::new(messages);
         self.compacted = Some(compacted);
         self.new_lineage();
@@ -142,23 +166,8 @@ pub struct PreCall<'a> {
     pub port: &'a dyn AgentPort,
 }
 
-/// Why a policy is asked to act.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// Before a model call: act if a trigger fires.
-    Trigger,
-    /// The provider said the last request's context was too long: shrink now.
-    Overflow,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Trigger => "trigger",
-            Reason::Overflow => "overflow",
-        }
-    }
-}
+/// Why a context policy acts before a model call.
+pub use crate::events::CompactionReason as Reason;
 
 /// What the agent loop lends a policy: the agent's model, and model calls made and
 /// accounted as that agent's.

@@ -2,7 +2,7 @@
 //! §11) puts its final answer through before the answer ends the loop.
 
 use super::{Agent, AgentEnd};
-use crate::events::Event;
+use crate::events::{Event, WarningCode};
 use crate::model::output_schema::{retry_message, Violation};
 
 /// How many times an answer that does not validate is sent back before the agent fails.
@@ -46,7 +46,7 @@ pub fn check(agent: &Agent, end: AgentEnd, retries: u32, limit: Option<AgentEnd>
         return Checked::End(end);
     }
     agent.events.emit(Event::warning(
-        "schema_retry",
+        WarningCode::SchemaRetry,
         format!(
             "the final answer does not match the output schema, retry {} of \
              {MAX_SCHEMA_RETRIES}: {first}",

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::context::{ContextPolicy, History, PreCall};
 use super::guards::{Budget, LoopLimits};
 use super::{run_agent, Agent, AgentEnd, KeepAll, LeadObserver, Progress, RunControl, RunShared};
-use crate::events::Event;
+use crate::events::{Event, WarningCode};
 use crate::model::output_schema::OutputSchema;
 use crate::model::{
     AgentId, BoxFuture, ChatRequest, Message, ModelError, ModelLimits, ModelResponse, ToolCall,
@@ -135,7 +135,7 @@ fn warnings(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Warning { code, .. } => Some(code.clone()),
+            Event::Warning { code, .. } => Some(code.to_string()),
             _ => None,
         })
         .collect()
@@ -361,7 +361,9 @@ fn schema_warnings(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Warning { code, message, .. } if code == "schema_retry" => Some(message.clone()),
+            Event::Warning { code, message, .. } if *code == WarningCode::SchemaRetry => {
+                Some(message.clone())
+            }
             _ => None,
         })
         .collect()
@@ -502,7 +504,7 @@ fn compactions(events: &[Event]) -> Vec<(u32, u32, Option<u64>, String)> {
                 *messages_before,
                 *messages_after,
                 *input_tokens_before,
-                reason.clone(),
+                reason.to_string(),
             )),
             _ => None,
         })
@@ -853,8 +855,9 @@ impl crate::tools::Tool for Timed {
         })
     }
 
-    fn concurrency(&self) -> crate::tools::Concurrency {
-        if self.shared {
+    /// Shared if the tool is, or per call: one whose id starts with `r` only reads.
+    fn concurrency(&self, call: &ToolCall) -> crate::tools::Concurrency {
+        if self.shared || call.id.starts_with('r') {
             crate::tools::Concurrency::Shared
         } else {
             crate::tools::Concurrency::Exclusive
@@ -917,6 +920,29 @@ async fn reads_overlap_and_a_write_waits_for_what_came_before_it() {
         ["r1", "r2", "w1", "r3", "w2"],
         "results keep call order"
     );
+}
+
+#[tokio::test]
+async fn a_tool_decides_per_call_whether_it_may_overlap() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let io = |id: &str| ToolCall {
+        name: "io".into(),
+        ..call(id, id)
+    };
+    let mut s = Setup::new(vec![
+        calls(vec![io("r1"), io("r2"), io("w1")], None),
+        text("done"),
+    ]);
+    s.tools = vec![Arc::new(Timed {
+        name: "io",
+        shared: false,
+        log: log.clone(),
+    })];
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    let log = log.lock().unwrap().clone();
+    assert_eq!(&log[..2], ["+r1", "+r2"], "{log:?}");
+    assert_eq!(&log[4..], ["+w1", "-w1"], "{log:?}");
 }
 
 /// A recorded provider stream from tests/fixtures, assembled as the provider would.

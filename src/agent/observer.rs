@@ -53,7 +53,7 @@ impl Observer for LeadObserver {
         self.events.emit(Event::ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            status: out.status.as_str().into(),
+            status: out.status,
             output,
             truncated,
             duration_ms: took.as_millis() as u64,

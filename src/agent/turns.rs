@@ -12,7 +12,7 @@ use super::context::{AgentPort, History, PreCall, Reason};
 use super::final_answer::{self, Checked};
 use super::guards::{LoopDetector, LoopVerdict};
 use super::{Agent, AgentEnd, RunShared};
-use crate::events::{Event, RetryInfo};
+use crate::events::{Event, RetryInfo, WarningCode};
 use crate::model::{
     AgentId, BoxFuture, CallContext, ChatModel, ChatRequest, Message, ModelError, ModelResponse,
     Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage,
@@ -233,14 +233,16 @@ impl Transcript {
             LoopVerdict::Warn(m) => {
                 agent
                     .events
-                    .emit(Event::warning("loop_detected", m.clone()));
+                    .emit(Event::warning(WarningCode::LoopDetected, m.clone()));
                 Step::Run {
                     calls,
                     notice: Some(format!("[deerflow] Warning: {m}.")),
                 }
             }
             LoopVerdict::Stop(m) => {
-                agent.events.emit(Event::warning("loop_detected", m));
+                agent
+                    .events
+                    .emit(Event::warning(WarningCode::LoopDetected, m));
                 agent.observer.assistant(text.as_deref(), thought, &[]);
                 Step::AskForFinal
             }
@@ -311,6 +313,9 @@ impl Transcript {
             if let Some(Control::Clarify { question, options }) = out.control.take() {
                 clarify.get_or_insert(AgentEnd::Clarify { question, options });
             }
+            if let Some(end) = out.task_end.take() {
+                history.record_task_end(&call.id, end);
+            }
             history.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -362,15 +367,14 @@ fn stop_reason(
                 format!("; {} tool call(s) cut off were not run", cut.len())
             };
             agent.events.emit(Event::warning(
-                "output_truncated",
+                WarningCode::OutputTruncated,
                 format!("the model stopped at its output limit (finish_reason: {reason}){what}"),
             ));
             cut
         }
         StopKind::ContentFilter => {
             let dropped = std::mem::take(calls).len();
-            agent.events.emit(Event::warning(
-                "content_filtered",
+            agent.events.emit(Event::warning(WarningCode::ContentFiltered,
                 format!(
                     "the model stopped for safety (finish_reason: {reason}); {dropped} tool call(s) not run"
                 ),
@@ -449,7 +453,7 @@ impl AgentPort for Port<'_> {
 fn retry_warning(n: &RetryNotice) -> Event {
     // The notice's message already names the provider and the status.
     Event::Warning {
-        code: "model_retry".into(),
+        code: WarningCode::ModelRetry,
         message: format!("{}; retry {} in {} ms", n.message, n.attempt, n.delay_ms),
         retry: Some(RetryInfo {
             attempt: n.attempt,
@@ -488,7 +492,7 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
     if check.warn {
         let max = shared.budget.max().unwrap_or(0);
         agent.events.emit(Event::warning(
-            "budget",
+            WarningCode::Budget,
             format!("{total} of {max} budgeted tokens spent (80% or more)"),
         ));
     }
@@ -559,7 +563,7 @@ fn groups(agent: &Agent, calls: &[ToolCall], cut: &HashSet<String>) -> Vec<std::
             || agent
                 .tools
                 .find(&c.name)
-                .is_none_or(|t| t.concurrency() == Concurrency::Shared)
+                .is_none_or(|t| t.concurrency(c) == Concurrency::Shared)
     };
     let mut out: Vec<std::ops::Range<usize>> = Vec::new();
     for (i, c) in calls.iter().enumerate() {

@@ -11,6 +11,7 @@ use crate::config;
 use crate::subagent::registry::{effective_types, subagent_tools, RegistryInputs};
 use crate::subagent::SubagentType;
 use crate::tools::registry::ToolRegistry;
+use crate::workspace::sandbox::SandboxKind;
 
 pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json: bool) -> i32 {
     let loaded = match config::load(&overrides.load_options(config_path)) {
@@ -39,7 +40,7 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
             .sandbox
             .image
             .as_deref()
-            .filter(|_| cfg.sandbox.use_ == "docker"),
+            .filter(|_| SandboxKind::of(&cfg.sandbox.use_) == SandboxKind::Docker),
     };
     let sandbox = &sandbox;
     if as_json {

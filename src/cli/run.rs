@@ -15,7 +15,7 @@ use crate::agent::guards::LoopLimits;
 use crate::agent::tool_results::ToolResultStore;
 use crate::agent::ContextPolicy;
 use crate::config::{self, ConfigError, LoadedConfig};
-use crate::events::{ModelInfo, SandboxInfo};
+use crate::events::{ModelInfo, SandboxInfo, WarningCode};
 use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
@@ -29,7 +29,7 @@ use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
 use crate::workspace::sandbox::{
     docker_host, find_bwrap, ConfinedSandbox, DockerMount, DockerSandbox, DockerSettings,
-    LocalSandbox, Sandbox, BWRAP_PACKAGE,
+    LocalSandbox, Sandbox, SandboxKind, BWRAP_PACKAGE,
 };
 use crate::workspace::Workspace;
 
@@ -75,7 +75,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     warnings.extend(
         skill_warnings
             .into_iter()
-            .map(|m| ("skill_skipped".to_string(), m)),
+            .map(|m| (WarningCode::SkillSkipped, m)),
     );
     let subagents = if cfg.subagents.enabled && !args.no_subagents {
         let inputs = RegistryInputs {
@@ -118,7 +118,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         color: use_color(args.color),
         workspace: Arc::new(workspace),
         sandbox: SandboxInfo {
-            use_: sandbox.kind().to_string(),
+            use_: sandbox.kind(),
             image: sandbox.image().map(str::to_string),
         },
         limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
@@ -241,22 +241,25 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, Option<Arc<Output
 
 /// Ignored keys and entries the config names but deerflow sets aside (a duplicate model
 /// name, a tool name no tool has) are all `config_ignored`.
-fn config_warnings(loaded: &LoadedConfig) -> Vec<(String, String)> {
+fn config_warnings(loaded: &LoadedConfig) -> Vec<(WarningCode, String)> {
     loaded
         .ignored_warning()
         .into_iter()
         .chain(loaded.warnings.iter().cloned())
         .chain(tool_name_warnings(&loaded.config))
-        .map(|m| ("config_ignored".to_string(), m))
+        .map(|m| (WarningCode::ConfigIgnored, m))
         .collect()
 }
 
 /// A sandbox for bash while bash is not allowed confines nothing: said once, before the
 /// model learns it the hard way ("unknown tool 'bash'").
-fn unused_sandbox_warning(s: &config::SandboxConfig, allow_bash: bool) -> Option<(String, String)> {
-    (s.use_ == "confined" && !allow_bash).then(|| {
+fn unused_sandbox_warning(
+    s: &config::SandboxConfig,
+    allow_bash: bool,
+) -> Option<(WarningCode, String)> {
+    (SandboxKind::of(&s.use_) == SandboxKind::Confined && !allow_bash).then(|| {
         (
-            "sandbox_unused".to_string(),
+            WarningCode::SandboxUnused,
             "sandbox.use: confined has no effect without --allow-bash (or \
              sandbox.allow_host_bash: true): the bash tool is not offered"
                 .to_string(),
@@ -271,13 +274,13 @@ fn subagent_setup(
     inputs: &RegistryInputs,
     models: &mut ModelBuilder,
     skills: &[crate::subagent::Skill],
-    warnings: &mut Vec<(String, String)>,
+    warnings: &mut Vec<(WarningCode, String)>,
 ) -> Result<Arc<SubagentSetup>> {
     let (types, reg_warnings) = effective_types(&cfg.subagents, inputs);
     warnings.extend(
         reg_warnings
             .into_iter()
-            .map(|m| ("config_ignored".to_string(), m)),
+            .map(|m| (WarningCode::ConfigIgnored, m)),
     );
     for t in &types {
         // The one line points at the key that named the model.
@@ -382,8 +385,8 @@ pub(super) fn sandbox_of(
     workspace: &Path,
     skills: &Path,
 ) -> Result<Arc<dyn Sandbox>, ConfigError> {
-    match s.use_.as_str() {
-        "confined" => {
+    match SandboxKind::of(&s.use_) {
+        SandboxKind::Confined => {
             let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(|| {
                 ConfigError::Sandbox(format!(
                     "sandbox.use: confined needs bwrap on PATH; install the {BWRAP_PACKAGE} \
@@ -393,10 +396,10 @@ pub(super) fn sandbox_of(
             let home = std::env::var_os("HOME").map(PathBuf::from);
             Ok(Arc::new(ConfinedSandbox::new(bwrap, s.network, home)))
         }
-        "docker" => Ok(Arc::new(DockerSandbox::new(docker_settings(
+        SandboxKind::Docker => Ok(Arc::new(DockerSandbox::new(docker_settings(
             s, workspace, skills,
         )?))),
-        _ => Ok(Arc::new(LocalSandbox)),
+        SandboxKind::Local => Ok(Arc::new(LocalSandbox)),
     }
 }
 

@@ -243,13 +243,13 @@ impl Drop for Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use crate::events::{Event, WarningCode};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
     fn env(i: usize) -> Envelope {
         Envelope {
-            event: Event::warning("n", i.to_string()),
+            event: Event::warning(WarningCode::Budget, i.to_string()),
             task_id: None,
         }
     }

@@ -16,7 +16,7 @@ pub use spec::{LeadModel, RunSpec};
 use crate::agent::guards::Budget;
 use crate::agent::prompts::{self, DelegationInfo};
 use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShared};
-use crate::events::{start_writer, Event, EventSink, OnStdoutLost, Output};
+use crate::events::{start_writer, Event, EventSink, OnStdoutLost, Output, WarningCode};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
 use crate::subagent::scheduler::SchedulerLimits;
@@ -68,7 +68,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
-        events.emit(Event::warning(code, message.clone()));
+        events.emit(Event::warning(*code, message.clone()));
     }
     if let Some(t) = spec.timeout_seconds {
         events.set_deadline(started + Duration::from_secs_f64(t));
@@ -144,7 +144,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     };
     let mut code = exit_code(status, control.cause(), &tasks);
     events.emit(Event::RunCompleted {
-        status: status.as_str().into(),
+        status,
         exit_code: code,
         final_message: final_message.clone(),
         error: error.clone(),
@@ -243,7 +243,7 @@ async fn start_mcp(
                 });
                 if let Some(message) = renamed {
                     events.emit(Event::Warning {
-                        code: "mcp_tool_renamed".into(),
+                        code: WarningCode::McpToolRenamed,
                         message,
                         retry: None,
                         server: Some(server),
@@ -260,7 +260,7 @@ async fn start_mcp(
                     failure = Some(format!("required {message}"));
                 }
                 events.emit(Event::Warning {
-                    code: "mcp_server_failed".into(),
+                    code: WarningCode::McpServerFailed,
                     message,
                     retry: None,
                     server: Some(server),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::agent::guards::LoopLimits;
 use crate::agent::{ContextPolicy, Progress};
 use crate::config::McpServer;
-use crate::events::{ModelInfo, SandboxInfo};
+use crate::events::{ModelInfo, SandboxInfo, WarningCode};
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::RecordLog;
 use crate::model::{ChatModel, StopRules};
@@ -54,7 +54,7 @@ pub struct RunSpec {
     pub record: Option<(PathBuf, Arc<RecordLog>)>,
     /// Warnings found before the run (`config_ignored`, `skill_skipped`), emitted after
     /// `run_started`: (code, message).
-    pub warnings: Vec<(String, String)>,
+    pub warnings: Vec<(WarningCode, String)>,
     pub lead_progress: Arc<Progress>,
     /// The skills every agent may list.
     pub skills: Vec<Skill>,

@@ -14,6 +14,7 @@ use super::SubagentType;
 use crate::agent::Progress;
 use crate::events::{Event, EventSink};
 use crate::text::secs;
+use crate::tools::task_end::{TaskEnd, TaskStatus};
 use crate::tools::ToolOutput;
 use crate::usage::UsageTotals;
 
@@ -157,7 +158,7 @@ impl TaskRecord {
             duration_ms: self.duration_ms(),
             stop_reason: stop_reason.map(String::from),
         });
-        ToolOutput::ok(format!("Task Succeeded. Result: {result}"))
+        TaskEnd::new(TaskStatus::Completed, result).into_output()
     }
 
     pub fn fail(&self, events: &EventSink, error: &str, stop_reason: Option<&str>) -> ToolOutput {
@@ -172,7 +173,7 @@ impl TaskRecord {
             duration_ms: self.duration_ms(),
             stop_reason: stop_reason.map(String::from),
         });
-        ToolOutput::error(format!("Task failed. Error: {error}"))
+        TaskEnd::new(TaskStatus::Failed, error).into_output()
     }
 
     pub fn time_out(&self, events: &EventSink) -> ToolOutput {
@@ -190,7 +191,7 @@ impl TaskRecord {
             usage: self.usage(),
             duration_ms: self.duration_ms(),
         });
-        ToolOutput::error(format!("Task timed out. Error: {error}"))
+        TaskEnd::new(TaskStatus::TimedOut, error).into_output()
     }
 
     pub fn cancel(&self, events: &EventSink, error: &str) -> ToolOutput {
@@ -203,17 +204,19 @@ impl TaskRecord {
             usage: self.usage(),
             duration_ms: self.duration_ms(),
         });
-        ToolOutput::error(format!("Task cancelled. Error: {error}"))
+        TaskEnd::new(TaskStatus::Cancelled, error).into_output()
     }
 
     /// The answer for a task whose terminal state someone else set first.
     fn already_ended(&self) -> ToolOutput {
-        let state = match self.state.get() {
-            TaskState::Completed => "completed",
-            TaskState::TimedOut => "timed out",
-            TaskState::Cancelled => "cancelled",
-            _ => "failed",
+        let (state, status) = match self.state.get() {
+            TaskState::Completed => ("completed", TaskStatus::Completed),
+            TaskState::TimedOut => ("timed out", TaskStatus::TimedOut),
+            TaskState::Cancelled => ("cancelled", TaskStatus::Cancelled),
+            _ => ("failed", TaskStatus::Failed),
         };
-        ToolOutput::error(format!("Task {state}. Error: the task had already ended"))
+        const ENDED: &str = "the task had already ended";
+        ToolOutput::error(format!("Task {state}. Error: {ENDED}"))
+            .with_task_end(TaskEnd::new(status, ENDED))
     }
 }

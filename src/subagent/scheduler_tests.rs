@@ -14,10 +14,11 @@ use super::task_tool::TaskTool;
 use super::{SubagentSetup, SubagentType};
 use crate::agent::guards::{Budget, LoopLimits};
 use crate::agent::{RunControl, RunShared};
-use crate::events::{Envelope, Event, EventSink, EventWriter};
+use crate::events::{Envelope, Event, EventSink, EventWriter, WarningCode};
 use crate::model::{ChatModel, ModelError, ModelResponse};
 use crate::testing::{call, calls, text, Capture, Script};
 use crate::tools::registry::ToolRegistry;
+use crate::tools::task_end::TaskStatus;
 use crate::tools::{SandboxLimits, Tool, ToolContext, ToolStatus};
 use crate::usage::Ledger;
 use crate::workspace::Workspace;
@@ -111,12 +112,13 @@ impl Fixture {
     }
 
     async fn events(&mut self) -> Vec<(String, String, Value)> {
-        self.events.emit(Event::warning("end_of_test", ""));
+        self.events
+            .emit(Event::warning(WarningCode::ConfigIgnored, "end_of_test"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let seen = self.seen.lock().unwrap().clone();
             if let Some(end) = seen.iter().position(
-                |e| matches!(&e.event, Event::Warning { code, .. } if code == "end_of_test"),
+                |e| matches!(&e.event, Event::Warning { message, .. } if message == "end_of_test"),
             ) {
                 self.seen.lock().unwrap().clear();
                 return seen[..end]
@@ -133,6 +135,13 @@ impl Fixture {
         let tool = TaskTool::new(self.sched.clone());
         let args = json!({"description": description, "prompt": "do it", "subagent_type": kind});
         let out = tool.call(&ToolCall::new(id, "task", args), &self.ctx).await;
+        // Every answer carries the task's end as data, agreeing with its text.
+        let end = out.task_end.clone().expect("a task answer without its end");
+        assert_eq!(
+            end.status == TaskStatus::Completed,
+            out.status == ToolStatus::Ok
+        );
+        assert!(out.text().ends_with(&end.detail), "{end:?}");
         (out.status, out.text().into_owned())
     }
 }
@@ -220,6 +229,8 @@ async fn a_terminal_state_is_reported_once() {
         late.text(),
         "Task completed. Error: the task had already ended"
     );
+    // The end it carries is the one the task had.
+    assert_eq!(late.task_end.map(|e| e.status), Some(TaskStatus::Completed));
     assert_eq!(r.state.get(), TaskState::Completed);
     drop(events);
     writer.finish(|| false).await;

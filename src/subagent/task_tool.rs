@@ -14,9 +14,10 @@ use super::scheduler::{Admission, Scheduler};
 use super::state::TaskState;
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, Observer};
-use crate::events::{Event, EventSink, TaskMessage, TaskToolCall};
+use crate::events::{Event, EventSink, TaskMessage, TaskToolCall, WarningCode};
 use crate::model::{AgentId, BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{parse, schema_for};
+use crate::tools::task_end::{TaskEnd, TaskStatus};
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::workspace::task_mark::TaskMark;
 
@@ -62,7 +63,7 @@ fn task_parameters(names: Vec<String>) -> Value {
 }
 
 impl Tool for TaskTool {
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
@@ -131,35 +132,45 @@ impl Tool for TaskTool {
 impl TaskTool {
     fn prepare(&self, call: &ToolCall) -> Result<(Arc<TaskRecord>, Admission), ToolOutput> {
         let s = &self.scheduler;
-        let args: TaskArgs =
-            parse(&call.arguments).map_err(|e| ToolOutput::error(format!("Task failed. {e}")))?;
+        let args: TaskArgs = parse(&call.arguments).map_err(|e| {
+            let detail = e.0.strip_prefix("Error: ").unwrap_or(&e.0).to_string();
+            ToolOutput::error(format!("Task failed. {e}"))
+                .with_task_end(TaskEnd::new(TaskStatus::Failed, detail))
+        })?;
         let description = args.description.trim().to_string();
         let prompt = args.prompt;
         // A sub-agent with nothing to do would only spend a turn finding that out.
         if prompt.trim().is_empty() {
-            return Err(ToolOutput::error(
-                "Task failed. Error: the prompt is empty: give the sub-agent a self-contained instruction",
+            return Err(failed(
+                "the prompt is empty: give the sub-agent a self-contained instruction",
             ));
         }
         let kind = args.subagent_type.as_str();
         let Some(t) = s.setup.find(kind).cloned() else {
             let avail = s.setup.type_names().join(", ");
             let msg = format!("Unknown subagent type '{kind}'. Available: {avail}");
-            s.events
-                .emit(Event::warning("unknown_subagent_type", msg.clone()));
-            return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
+            s.events.emit(Event::warning(
+                WarningCode::UnknownSubagentType,
+                msg.clone(),
+            ));
+            return Err(failed(msg));
         };
         let Some(rec) = s.accept(&call.id, &description, &prompt, t) else {
             let msg = format!(
                 "task limit reached: this run may start at most {} sub-agents (--max-tasks)",
                 s.max_tasks()
             );
-            s.events.emit(Event::warning("task_limit", msg.clone()));
-            return Err(ToolOutput::error(format!("Task failed. Error: {msg}")));
+            s.events
+                .emit(Event::warning(WarningCode::TaskLimit, msg.clone()));
+            return Err(failed(msg));
         };
         let admission = s.admit(&rec);
         Ok((rec, admission))
     }
+}
+
+fn failed(error: impl Into<String>) -> ToolOutput {
+    TaskEnd::new(TaskStatus::Failed, error).into_output()
 }
 
 /// Waits in the queue until the scheduler hands this task a slot (and starts it), or the
@@ -334,7 +345,7 @@ impl Observer for TaskObserver {
             text,
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
-            status: out.status.as_str().into(),
+            status: out.status,
         });
     }
 }

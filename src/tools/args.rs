@@ -35,7 +35,7 @@ impl fmt::Display for ArgError {
 
 impl From<ArgError> for ToolOutput {
     fn from(e: ArgError) -> Self {
-        ToolOutput::error(e.0)
+        super::ToolError::Refused(e.0).into()
     }
 }
 

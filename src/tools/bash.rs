@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::args::{lenient, spec, with_args};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
+use crate::tools::ToolError;
 use crate::workspace::sandbox::{ExecEnd, ExecOutput, ExecRequest};
 
 pub const DISABLED: &str = "Error: host bash is disabled. It runs commands unconfined with the \
@@ -54,7 +55,7 @@ impl Tool for BashTool {
     fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         // Refused before its arguments are looked at, as it always was.
         if !ctx.limits.allow_host_bash {
-            return Box::pin(async { ToolOutput::error(DISABLED) });
+            return Box::pin(async { ToolError::Refused(DISABLED.into()).into() });
         }
         with_args(&call.arguments, move |a: BashArgs| async move {
             run_command(&a.command, ctx).await
@@ -75,7 +76,7 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         processes: ctx.workspace.processes(),
         mark: ctx.limits.task_mark.as_ref(),
     };
-    let sandbox = ctx.limits.sandbox.kind();
+    let sandbox = ctx.limits.sandbox.kind().as_str();
     let start = std::time::Instant::now();
     let result = ctx.limits.sandbox.exec(req).await;
     let ms = start.elapsed().as_millis() as u64;
@@ -99,7 +100,7 @@ async fn run_command(command: &str, ctx: &ToolContext) -> ToolOutput {
         }
         Err(e) => {
             tracing::debug!(sandbox, error = %e, ms, "command could not start");
-            ToolOutput::error(format!("Error: {e}"))
+            ToolError::Message(e).into()
         }
     }
 }
@@ -125,13 +126,14 @@ fn finish(out: ExecOutput, max: usize, timeout_secs: f64) -> ToolOutput {
     .marked(out.cut_chars);
     match out.end {
         ExecEnd::Exited(_) => ToolOutput::ok(body),
-        ExecEnd::TimedOut => ToolOutput::error(format!(
-            "Error: command timed out after {timeout_secs} seconds\n{body}"
-        )),
-        ExecEnd::Cancelled => ToolOutput::error(format!("Error: command cancelled\n{body}")),
-        ExecEnd::WaitFailed(e) => ToolOutput::error(format!(
-            "Error: waiting for the command failed: {e}\n{body}"
-        )),
+        ExecEnd::TimedOut => ToolError::Message(format!(
+            "command timed out after {timeout_secs} seconds\n{body}"
+        ))
+        .into(),
+        ExecEnd::Cancelled => ToolError::Message(format!("command cancelled\n{body}")).into(),
+        ExecEnd::WaitFailed(e) => {
+            ToolError::failed("waiting for the command", format!("{e}\n{body}")).into()
+        }
     }
 }
 
@@ -392,8 +394,8 @@ mod tests {
     struct Recording(std::sync::Mutex<Vec<(String, std::path::PathBuf, Duration)>>);
 
     impl crate::workspace::sandbox::Sandbox for Recording {
-        fn kind(&self) -> &'static str {
-            "recording"
+        fn kind(&self) -> crate::workspace::sandbox::SandboxKind {
+            crate::workspace::sandbox::SandboxKind::Local
         }
         fn exec<'a>(&'a self, req: ExecRequest<'a>) -> crate::workspace::sandbox::ExecFuture<'a> {
             self.0.lock().unwrap().push((

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::args::{lenient, spec, with_args};
 use super::{Control, Tool, ToolContext, ToolOutput};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
+use crate::tools::ToolError;
 use crate::workspace::Access;
 
 /// Marks files as the run's outputs (`run_completed.artifacts`).
@@ -50,12 +51,14 @@ impl PresentFilesTool {
             let abs = match ctx.workspace.resolve(p, Access::Read) {
                 Ok(a) => a,
                 // Exactly the workspace's refusal (contract §6), like every other tool.
-                Err(e) => return ToolOutput::error(e),
+                Err(e) => return ToolError::Refused(e).into(),
             };
             if abs.is_dir() {
-                return ToolOutput::error(format!(
-                    "Error: {p} is a directory; present the files in it"
-                ));
+                return ToolError::IsDirectory {
+                    path: p.clone(),
+                    hint: "; present the files in it",
+                }
+                .into();
             }
             // A file that does not exist yet may be written by a call of the same response
             // (tools run in parallel): it is listed if it exists when the run ends.

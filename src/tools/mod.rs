@@ -5,12 +5,14 @@
 pub mod args;
 pub mod bash;
 mod edit_stream;
+mod error;
 pub mod fs;
 pub mod lead;
 pub mod loop_key;
 mod read_range;
 pub mod registry;
 pub mod search;
+pub mod task_end;
 mod walk;
 
 use std::borrow::Cow;
@@ -18,23 +20,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::events::ToolStatus;
 use crate::model::{BoxFuture, ToolArgs, ToolCall, ToolSpec};
 use crate::workspace::Workspace;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolStatus {
-    Ok,
-    Error,
-}
-
-impl ToolStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-        }
-    }
-}
+pub use error::ToolError;
 
 /// Something a tool asks the agent loop to do besides answering.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +84,8 @@ pub struct ToolOutput {
     pub status: ToolStatus,
     pub content: Vec<Content>,
     pub control: Option<Control>,
+    /// Set by the `task` tool: how the delegated task ended.
+    pub task_end: Option<task_end::TaskEnd>,
 }
 
 impl ToolOutput {
@@ -109,7 +100,13 @@ impl ToolOutput {
             status,
             content,
             control: None,
+            task_end: None,
         }
+    }
+
+    pub fn with_task_end(mut self, end: task_end::TaskEnd) -> Self {
+        self.task_end = Some(end);
+        self
     }
 
     /// What the model sees and the events show: the blocks in order, one per line.
@@ -215,8 +212,10 @@ pub trait Tool: Send + Sync {
     /// Serves one call of the model: its arguments, and its id (the task tool makes it the
     /// task id).
     fn call<'a>(&'a self, call: &'a ToolCall, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
-    /// Exclusive unless the tool says otherwise, so a new tool is ordered safely.
-    fn concurrency(&self) -> Concurrency {
+    /// How this call may overlap its neighbours, decided per call (a tool may read or
+    /// write depending on its arguments). Exclusive unless the tool says otherwise, so a
+    /// new tool is ordered safely.
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Exclusive
     }
     /// What makes two calls of this tool the same call for the loop detector (contract

@@ -10,6 +10,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use tokio_util::sync::CancellationToken;
 
 use super::ToolOutput;
+use crate::tools::ToolError;
 
 /// Directories that listings and searches never descend into (nor show).
 pub const IGNORED_DIRS: &[&str] = &[".git", "node_modules", "target", "__pycache__", ".venv"];
@@ -34,7 +35,7 @@ pub(super) struct Cancelled;
 
 impl Cancelled {
     pub(super) fn output(self) -> ToolOutput {
-        ToolOutput::error("Error: search cancelled")
+        ToolError::Message("search cancelled".into()).into()
     }
 }
 

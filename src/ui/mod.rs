@@ -237,12 +237,12 @@ impl Renderer for HumanView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::TaskCounts;
+    use crate::events::{RunStatus, TaskCounts, WarningCode};
     use crate::usage::RunUsage;
 
     fn completed(tasks: TaskCounts, cost_usd: Option<f64>) -> Event {
         Event::RunCompleted {
-            status: "completed".into(),
+            status: RunStatus::Completed,
             exit_code: 0,
             final_message: Some("answer".into()),
             error: None,
@@ -275,7 +275,10 @@ mod tests {
             summary_line(&completed(tasks, Some(0.01234))).as_deref(),
             Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed, 1 failed) · $0.0123")
         );
-        assert_eq!(summary_line(&Event::warning("x", "y")), None);
+        assert_eq!(
+            summary_line(&Event::warning(WarningCode::Budget, "y")),
+            None
+        );
     }
 
     #[test]

@@ -422,7 +422,7 @@ pub fn short(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::TaskToolCall;
+    use crate::events::{TaskToolCall, ToolStatus};
     use crate::usage::UsageTotals;
     use serde_json::json;
     use std::time::Duration;
@@ -458,7 +458,7 @@ mod tests {
             subagents_enabled: true,
             subagent_types: vec!["general-purpose".into()],
             sandbox: crate::events::SandboxInfo {
-                use_: "local".into(),
+                use_: crate::workspace::sandbox::SandboxKind::Local,
                 image: None,
             },
         }
@@ -488,7 +488,7 @@ mod tests {
         Event::ToolResult {
             call_id: id.into(),
             name: name.into(),
-            status: "ok".into(),
+            status: ToolStatus::Ok,
             output: String::new(),
             truncated: false,
             duration_ms: 1,
@@ -618,7 +618,7 @@ mod tests {
             text: "x".into(),
             tool_call_id: "a".into(),
             name: name.into(),
-            status: "ok".into(),
+            status: ToolStatus::Ok,
         };
         s.apply(&inside("t1", running("t1", tool("glob"), 420)), t0);
         assert!(

@@ -10,6 +10,7 @@ use super::target::{blocking, open_regular, resolve_target, Target, READ_DIR_HIN
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{lenient, spec, with_args};
 use crate::tools::edit_stream::{replace_stream, ScanError, TextCheck, CHUNK};
+use crate::tools::ToolError;
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::Access;
@@ -56,20 +57,19 @@ async fn str_replace(args: StrReplaceArgs, ctx: &ToolContext) -> Result<ToolOutp
     let target = resolve_target(ctx, &args.path, Access::Write)?;
     let (old, new, replace_all) = (args.old_str, args.new_str, args.replace_all);
     if old.is_empty() {
-        return Err(ToolOutput::error("Error: old_str must not be empty"));
+        return Err(ToolError::Message("old_str must not be empty".into()).into());
     }
     // Held across read-modify-write so a parallel edit or write cannot be lost.
     let _guard = ctx.workspace.locks().lock(&target.abs).await;
     edit_target(ctx, &target, (old, new), move |count, shown| {
         match (count, replace_all) {
-            (0, _) => Err(ToolOutput::error(format!(
-                "Error: old_str not found in {shown}"
-            ))),
+            (0, _) => Err(ToolError::Message(format!("old_str not found in {shown}")).into()),
             (1, _) | (_, true) => Ok(()),
-            (n, false) => Err(ToolOutput::error(format!(
-                "Error: old_str occurs {n} times in {shown}; add surrounding context to make it \
+            (n, false) => Err(ToolError::Message(format!(
+                "old_str occurs {n} times in {shown}; add surrounding context to make it \
                  unique, or set replace_all to true"
-            ))),
+            ))
+            .into()),
         }
     })
     .await?;
@@ -97,20 +97,11 @@ pub(crate) async fn edit_target(
         let count = match replace_stream(&mut file, &mut std::io::sink(), o, n, CHUNK, Some(&check))
         {
             Ok(c) => c,
-            Err(ScanError::NotText) => {
-                return Err(ToolOutput::error(format!(
-                    "Error: {shown} is a binary file; read_file only reads text files"
-                )))
-            }
-            Err(ScanError::Io(e)) => {
-                return Err(ToolOutput::error(format!(
-                    "Error: cannot read {shown}: {e}"
-                )))
-            }
+            Err(ScanError::NotText) => return Err(ToolError::Binary { path: shown }.into()),
+            Err(ScanError::Io(e)) => return Err(ToolError::cannot("read", &shown, e).into()),
         };
         allowed(count, &shown)?;
-        let fail =
-            |e: std::io::Error| ToolOutput::error(format!("Error: cannot write {shown}: {e}"));
+        let fail = |e: std::io::Error| ToolOutput::from(ToolError::cannot("write", &shown, e));
         std::io::Seek::rewind(&mut file).map_err(fail)?;
         beneath::replace_beneath_with(&t.root, &t.rel, |out| {
             let mut w = std::io::BufWriter::with_capacity(CHUNK, out);

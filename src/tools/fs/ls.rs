@@ -11,6 +11,7 @@ use super::target::resolve;
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::text::{cut, Keep};
 use crate::tools::args::{lenient, spec, with_args};
+use crate::tools::ToolError;
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::workspace::Access;
 
@@ -33,7 +34,7 @@ impl Tool for LsTool {
         crate::tools::loop_key::arguments(args, &["path"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
@@ -64,12 +65,12 @@ impl Tool for LsTool {
                     let ws = ctx.workspace.clone();
                     tokio::task::spawn_blocking(move || list_two_levels(&abs, &ws, max))
                         .await
-                        .unwrap_or_else(|e| Err(format!("Error: ls failed: {e}")))
+                        .unwrap_or_else(|e| Err(ToolError::failed("ls", e)))
                 }
             };
             match listed {
                 Ok(text) => ToolOutput::ok(text),
-                Err(msg) => ToolOutput::error(msg),
+                Err(e) => e.into(),
             }
         })
     }
@@ -86,7 +87,7 @@ fn list_two_levels(
     dir: &Path,
     ws: &crate::workspace::Workspace,
     max: usize,
-) -> Result<String, String> {
+) -> Result<String, ToolError> {
     list_levels(dir, ws, max, None).map(Option::unwrap_or_default)
 }
 
@@ -97,7 +98,7 @@ fn list_levels(
     ws: &crate::workspace::Workspace,
     max: usize,
     budget: Option<usize>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ToolError> {
     let shown = ws.display_path(dir);
     let mut left = budget.unwrap_or(usize::MAX);
     // Opening it tells a file from a directory, without a stat first.
@@ -115,9 +116,12 @@ fn list_levels(
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
             ) =>
         {
-            return Err(format!("Error: path not found: {shown}"));
+            return Err(ToolError::NotFound {
+                what: "path",
+                path: shown,
+            });
         }
-        Err(e) => return Err(format!("Error: cannot list {shown}: {e}")),
+        Err(e) => return Err(ToolError::cannot("list", &shown, e)),
     };
     top.sort_unstable();
     let subdirs: Vec<PathBuf> = top

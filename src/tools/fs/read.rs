@@ -8,6 +8,7 @@ use super::target::{blocking, open_regular, resolve_target, Target, READ_DIR_HIN
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{spec, with_args, Count};
 use crate::tools::read_range::{read_range, Excerpt};
+use crate::tools::ToolError;
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::workspace::beneath::OpenMode;
 use crate::workspace::Access;
@@ -35,7 +36,7 @@ impl Tool for ReadFileTool {
         crate::tools::loop_key::path_and_line_stretch(args)
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
@@ -78,15 +79,13 @@ pub(super) async fn read_target(
     let excerpt = blocking(move || {
         let file = open_regular(&target, &shown, OpenMode::Read, READ_DIR_HINT)?;
         read_range(file, start, end, max, BINARY_SNIFF_BYTES)
-            .map_err(|e| ToolOutput::error(format!("Error: cannot read {shown}: {e}")))
+            .map_err(|e| ToolError::cannot("read", &shown, e).into())
             .map(|x| (x, shown))
     })
     .await?;
     match excerpt {
-        (Excerpt::BadRange(message), _) => Err(ToolOutput::error(message)),
-        (Excerpt::Binary, shown) => Err(ToolOutput::error(format!(
-            "Error: {shown} is a binary file; read_file only reads text files"
-        ))),
+        (Excerpt::BadRange(message), _) => Err(ToolError::Refused(message).into()),
+        (Excerpt::Binary, shown) => Err(ToolError::Binary { path: shown }.into()),
         (Excerpt::Text { kept, .. }, _) if kept.is_empty() => Ok(ToolOutput::ok("(empty file)")),
         (Excerpt::Text { kept, cut: 0 }, _) => Ok(ToolOutput::ok(kept)),
         (Excerpt::Text { kept, cut }, _) => Ok(ToolOutput::ok(format!(

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::tools::ToolError;
 use crate::tools::{ToolContext, ToolOutput};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::paths::OUTSIDE;
@@ -19,7 +20,7 @@ pub(crate) fn resolve(
 ) -> Result<PathBuf, ToolOutput> {
     ctx.workspace
         .resolve(path, access)
-        .map_err(ToolOutput::error)
+        .map_err(|e| ToolError::Refused(e).into())
 }
 
 /// A path `resolve` accepted, split into the root it lies under and the path relative to that
@@ -41,17 +42,18 @@ pub(crate) fn resolve_target(
     access: Access,
 ) -> Result<Target, ToolOutput> {
     if names_directory(path) {
-        return Err(ToolOutput::error(format!(
-            "Error: {} names a directory (it ends in '/'), not a file",
+        return Err(ToolError::Message(format!(
+            "{} names a directory (it ends in '/'), not a file",
             path.trim()
-        )));
+        ))
+        .into());
     }
     let abs = resolve(ctx, path, access)?;
     let (root, rel) = ctx
         .workspace
         .split_root(&abs)
         .map(|(root, rel)| (root.to_path_buf(), rel.to_path_buf()))
-        .ok_or_else(|| ToolOutput::error(OUTSIDE))?;
+        .ok_or_else(|| ToolError::Refused(OUTSIDE.into()))?;
     Ok(Target { abs, root, rel })
 }
 
@@ -66,11 +68,9 @@ fn names_directory(path: &str) -> bool {
 pub(super) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ToolOutput> + Send + 'static,
 ) -> Result<T, ToolOutput> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
-        Err(ToolOutput::error(format!(
-            "Error: file operation failed: {e}"
-        )))
-    })
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(ToolError::failed("file operation", e).into()))
 }
 
 /// Opens a target beneath its root and makes sure it is a regular file (a FIFO or device would
@@ -80,29 +80,37 @@ pub(super) fn open_regular(
     t: &Target,
     shown: &str,
     mode: OpenMode,
-    dir_hint: &str,
+    dir_hint: &'static str,
 ) -> Result<std::fs::File, ToolOutput> {
     let verb = if mode == OpenMode::Read {
         "read"
     } else {
         "write"
     };
-    let is_dir = || ToolOutput::error(format!("Error: {shown} is a directory{dir_hint}"));
-    let not_regular = || ToolOutput::error(format!("Error: {shown} is not a regular file"));
+    let path = || shown.to_string();
+    let is_dir = || {
+        ToolOutput::from(ToolError::IsDirectory {
+            path: path(),
+            hint: dir_hint,
+        })
+    };
+    let not_regular = || ToolOutput::from(ToolError::NotRegular { path: path() });
     let file =
         beneath::open_beneath(&t.root, &t.rel, mode).map_err(|e| match e.raw_os_error() {
-            _ if beneath::is_escape(&e) => ToolOutput::error(OUTSIDE),
-            Some(libc::ENOENT) if !matches!(mode, OpenMode::Write { .. }) => {
-                ToolOutput::error(format!("Error: file not found: {shown}"))
+            _ if beneath::is_escape(&e) => ToolError::Refused(OUTSIDE.into()).into(),
+            Some(libc::ENOENT) if !matches!(mode, OpenMode::Write { .. }) => ToolError::NotFound {
+                what: "file",
+                path: path(),
             }
+            .into(),
             Some(libc::EISDIR) => is_dir(),
             // A FIFO without a reader, or a socket.
             Some(libc::ENXIO) => not_regular(),
-            _ => ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")),
+            _ => ToolError::cannot(verb, shown, e).into(),
         })?;
     let meta = file
         .metadata()
-        .map_err(|e| ToolOutput::error(format!("Error: cannot {verb} {shown}: {e}")))?;
+        .map_err(|e| ToolError::cannot(verb, shown, e))?;
     if meta.is_dir() {
         return Err(is_dir());
     }

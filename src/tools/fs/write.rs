@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::target::{blocking, open_regular, resolve_target, Target};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{lenient, spec, with_args};
+use crate::tools::ToolError;
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use crate::workspace::beneath::{self, OpenMode};
 use crate::workspace::paths::OUTSIDE;
@@ -69,10 +70,10 @@ pub(crate) async fn write_target(
     let (t, content) = (t.clone(), content.to_string());
     blocking(move || {
         let fail = |e: std::io::Error| {
-            ToolOutput::error(if beneath::is_escape(&e) {
-                OUTSIDE.to_string()
+            ToolOutput::from(if beneath::is_escape(&e) {
+                ToolError::Refused(OUTSIDE.to_string())
             } else {
-                format!("Error: cannot write {shown}: {e}")
+                ToolError::cannot("write", &shown, e)
             })
         };
         if let Some(parent) = t.rel.parent().filter(|p| !p.as_os_str().is_empty()) {

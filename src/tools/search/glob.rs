@@ -12,6 +12,7 @@ use super::shared::{blocking, max_results, search_root, with_unreadable_note};
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{lenient, spec, with_args, Count};
 use crate::tools::walk::{walk, Cancelled};
+use crate::tools::ToolError;
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::workspace::Workspace;
 
@@ -44,7 +45,7 @@ impl Tool for GlobTool {
         crate::tools::loop_key::arguments(args, &["pattern", "path"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
@@ -71,7 +72,7 @@ impl Tool for GlobTool {
                 let matcher = GlobBuilder::new(pattern)
                     .literal_separator(true)
                     .build()
-                    .map_err(|e| ToolOutput::error(format!("Error: invalid glob pattern: {e}")))?
+                    .map_err(|e| ToolError::invalid("glob pattern", e))?
                     .compile_matcher();
                 let root = search_root(ctx, args.path.as_deref())?;
                 let max = max_results(args.max_results, GLOB_DEFAULT_MAX, GLOB_CAP);

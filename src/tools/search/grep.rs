@@ -13,6 +13,7 @@ use crate::model::{BoxFuture, ToolCall, ToolSpec};
 use crate::tools::args::{lenient, spec, with_args, Count};
 use crate::tools::fs::decode_text;
 use crate::tools::walk::{walk, Cancelled, Seen};
+use crate::tools::ToolError;
 use crate::tools::{Concurrency, Tool, ToolContext, ToolOutput};
 use crate::workspace::Workspace;
 
@@ -52,7 +53,7 @@ impl Tool for GrepTool {
         crate::tools::loop_key::arguments(args, &["pattern", "path", "glob"])
     }
 
-    fn concurrency(&self) -> Concurrency {
+    fn concurrency(&self, _call: &ToolCall) -> Concurrency {
         Concurrency::Shared
     }
 
@@ -103,12 +104,11 @@ impl GrepQuery {
         };
         let max = max_results(args.max_results, GREP_DEFAULT_MAX, GREP_CAP);
         let lines = LineSearch::new(&source, args.case_sensitive, max)
-            .map_err(|e| ToolOutput::error(format!("Error: invalid regex: {e}")))?;
+            .map_err(|e| ToolError::invalid("regex", e))?;
         let filter = match args.glob.as_deref().filter(|g| !g.is_empty()) {
             None => None,
             Some(g) => {
-                let glob = Glob::new(g)
-                    .map_err(|e| ToolOutput::error(format!("Error: invalid glob: {e}")))?;
+                let glob = Glob::new(g).map_err(|e| ToolError::invalid("glob", e))?;
                 Some((glob.compile_matcher(), !g.contains('/')))
             }
         };
@@ -203,13 +203,15 @@ fn check_named_file(ws: &Workspace, file: &Path) -> Result<(), ToolOutput> {
     let shown = ws.display_path(file);
     match read_searchable(file) {
         Searchable::Text => Ok(()),
-        Searchable::TooLarge(len) => Err(ToolOutput::error(format!(
-            "Error: {shown} is {len} bytes; grep does not search files over 1 MB. Use read_file \
+        Searchable::TooLarge(len) => Err(ToolError::Message(format!(
+            "{shown} is {len} bytes; grep does not search files over 1 MB. Use read_file \
              with start_line/end_line, or bash if it is allowed"
-        ))),
-        Searchable::Skip => Err(ToolOutput::error(format!(
-            "Error: {shown} is a binary or unreadable file; grep searches text files only"
-        ))),
+        ))
+        .into()),
+        Searchable::Skip => Err(ToolError::Message(format!(
+            "{shown} is a binary or unreadable file; grep searches text files only"
+        ))
+        .into()),
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::tools::args::Count;
 use crate::tools::fs::resolve;
 use crate::tools::walk::unreadable_note;
+use crate::tools::ToolError;
 use crate::tools::{ToolContext, ToolOutput};
 use crate::workspace::Access;
 
@@ -14,7 +15,11 @@ pub(super) fn search_root(ctx: &ToolContext, path: Option<&str>) -> Result<PathB
     let abs = resolve(ctx, path.unwrap_or("."), Access::Read)?;
     if !abs.exists() {
         let shown = ctx.workspace.display_path(&abs);
-        return Err(ToolOutput::error(format!("Error: path not found: {shown}")));
+        return Err(ToolError::NotFound {
+            what: "path",
+            path: shown,
+        }
+        .into());
     }
     Ok(abs)
 }
@@ -33,7 +38,7 @@ where
 {
     tokio::task::spawn_blocking(f)
         .await
-        .unwrap_or_else(|e| ToolOutput::error(format!("Error: search failed: {e}")))
+        .unwrap_or_else(|e| ToolError::failed("search", e).into())
 }
 
 /// `text`, then the walk's note on the paths it could not read, if any, on a line of its own.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
-use super::{host, ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox};
+use super::{host, ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox, SandboxKind};
 
 /// The system package that provides `bwrap`, named in the error when it is missing.
 pub const BWRAP_PACKAGE: &str = "bubblewrap";
@@ -169,8 +169,8 @@ impl Args {
 }
 
 impl Sandbox for ConfinedSandbox {
-    fn kind(&self) -> &'static str {
-        "confined"
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::Confined
     }
 
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {

@@ -32,7 +32,7 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
 use self::owner::{Leash, Owner};
 use super::capture::Capture;
-use super::{ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox, SandboxFuture};
+use super::{ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox, SandboxFuture, SandboxKind};
 
 /// Where §13 puts things inside the container.
 pub const VIRTUAL_WORKSPACE: &str = "/mnt/user-data/workspace";
@@ -356,8 +356,8 @@ impl Shared {
 }
 
 impl Sandbox for DockerSandbox {
-    fn kind(&self) -> &'static str {
-        "docker"
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::Docker
     }
 
     fn image(&self) -> Option<&str> {
@@ -429,8 +429,8 @@ impl TaskSandbox {
 }
 
 impl Sandbox for TaskSandbox {
-    fn kind(&self) -> &'static str {
-        "docker"
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::Docker
     }
 
     fn image(&self) -> Option<&str> {
@@ -867,7 +867,7 @@ mod tests {
         });
         let a = per_task.for_task("t1").unwrap();
         let b = per_task.for_task("t2").unwrap();
-        assert_eq!(a.kind(), "docker");
+        assert_eq!(a.kind(), SandboxKind::Docker);
         assert_eq!(b.image(), Some("img:1"));
         assert_eq!(per_task.image(), Some("img:1"));
     }

@@ -25,6 +25,47 @@ use super::child_env::ChildEnv;
 use super::process::ProcessGroups;
 use super::task_mark::TaskMark;
 
+/// Where a run's commands run: `sandbox.use`, as config normalised it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxKind {
+    Local,
+    Confined,
+    Docker,
+}
+
+impl SandboxKind {
+    /// The kind a validated `sandbox.use` names; config has refused any other value, so
+    /// whatever is left runs on the host, as it always did.
+    pub fn of(use_: &str) -> Self {
+        match use_ {
+            "confined" => SandboxKind::Confined,
+            "docker" => SandboxKind::Docker,
+            _ => SandboxKind::Local,
+        }
+    }
+
+    /// The name `run_started.sandbox.use` reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxKind::Local => "local",
+            SandboxKind::Confined => "confined",
+            SandboxKind::Docker => "docker",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for SandboxKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// One command to run.
 pub struct ExecRequest<'a> {
     /// A bash command line.
@@ -71,8 +112,8 @@ pub type SandboxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A place commands run. `Err` means the command could not be started at all.
 pub trait Sandbox: Send + Sync + Debug {
-    /// `local`, `confined` or `docker`, as `run_started.sandbox.use` reports it.
-    fn kind(&self) -> &'static str;
+    /// What `run_started.sandbox.use` reports.
+    fn kind(&self) -> SandboxKind;
     /// The container image, when there is one.
     fn image(&self) -> Option<&str> {
         None
@@ -99,8 +140,8 @@ pub trait Sandbox: Send + Sync + Debug {
 pub struct LocalSandbox;
 
 impl Sandbox for LocalSandbox {
-    fn kind(&self) -> &'static str {
-        "local"
+    fn kind(&self) -> SandboxKind {
+        SandboxKind::Local
     }
 
     fn exec<'a>(&'a self, req: ExecRequest<'a>) -> ExecFuture<'a> {
@@ -109,5 +150,24 @@ impl Sandbox for LocalSandbox {
             cmd.arg("-c").arg(req.command);
             host::run(cmd, "bash", &req).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_is_read_from_and_reported_as_the_normalised_name() {
+        for kind in [
+            SandboxKind::Local,
+            SandboxKind::Confined,
+            SandboxKind::Docker,
+        ] {
+            assert_eq!(SandboxKind::of(kind.as_str()), kind);
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+        }
+        assert_eq!(LocalSandbox.kind(), SandboxKind::Local);
     }
 }
