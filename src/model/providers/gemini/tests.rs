@@ -6,7 +6,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::model::test_support::{chunked, serve, Reply};
-use crate::model::{AgentId, Message, Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage};
+use crate::model::{
+    AgentId, CallContext, ChatModel, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
+    StopKind, ToolCall, ToolSpec, Usage,
+};
 
 const SIGNED: &str = capture!("stream_function_call_thought_signature.sse");
 const PARALLEL: &str = capture!("stream_parallel_function_calls.sse");
