@@ -117,3 +117,63 @@ impl<W: Wire> ChatModel for HttpModel<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::model::http;
+    use crate::model::providers::openai_chat::{test_data, OpenAiAssembler};
+    use crate::model::test_support::{serve, Reply};
+
+    /// A whole provider, as a new one would be written: its wire and nothing else.
+    #[derive(Default)]
+    struct EchoWire;
+
+    impl Wire for EchoWire {
+        const PROVIDER: &'static str = "echo";
+        const AUTH: Auth = Auth::Header("x-echo-key");
+        const HEADERS: &'static [(&'static str, &'static str)] = &[("echo-version", "7")];
+        type Assembler = OpenAiAssembler;
+
+        fn url(settings: &HttpSettings) -> String {
+            http::endpoint(&settings.base_url, "/v2/echo")
+        }
+
+        fn body(&self, settings: &HttpSettings, _: &ChatRequest) -> Vec<u8> {
+            format!("{{\"model\":\"{}\"}}", settings.model).into_bytes()
+        }
+
+        fn max_output_tokens(_: &HttpSettings) -> Option<u64> {
+            Some(77)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wire_is_a_whole_provider() {
+        let (base, seen) = serve(vec![Reply::sse(test_data::USAGE)]).await;
+        let settings = HttpSettings::new("e-1", format!("{base}/"), Some("k-1".into()));
+        let mut model = HttpModel::<EchoWire>::new(settings).unwrap();
+        model.context_window = Some(1000);
+        let req = test_data::request(vec![], vec![], false);
+        let ctx = CallContext::new(CancellationToken::new());
+        let answer = model.complete(&req, &ctx).await.unwrap();
+        assert_eq!(answer.text.as_deref(), Some("I'm glad you're here!"));
+        let seen = seen.lock().unwrap();
+        let head = seen[0].head.to_ascii_lowercase();
+        assert!(head.starts_with("post /v2/echo http/1.1"), "{head}");
+        let at = |h: &str| head.find(h).unwrap_or_else(|| panic!("no {h} in {head}"));
+        assert!(at("content-type: application/json") < at("echo-version: 7"));
+        assert!(at("echo-version: 7") < at("x-echo-key: k-1"));
+        assert!(!head.contains("authorization"));
+        assert_eq!(seen[0].body, r#"{"model":"e-1"}"#);
+        assert_eq!(
+            model.limits(),
+            ModelLimits {
+                context_window: Some(1000),
+                max_output_tokens: Some(77)
+            }
+        );
+    }
+}
