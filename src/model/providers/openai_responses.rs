@@ -2,7 +2,8 @@
 //! models with `use_responses_api: true` (or DeerFlow's `output_version: responses/v1`).
 //! Stateless like every other provider: each call sends the whole history as input items
 //! with `store: false`, and reasoning items come back encrypted and opaque, to be sent again
-//! unchanged. The transport, retries and limits are every provider's (`http_model.rs`, `model::http`).
+//! unchanged. The transport, retries and limits are every provider's (`http_model.rs`,
+//! `model::http`).
 
 use super::http_model::{Auth, HttpModel, Wire};
 use crate::model::http;
