@@ -28,7 +28,7 @@ mod request;
 mod schema;
 mod stream;
 
-pub use request::request_body;
+pub use request::{request_body, request_bytes};
 pub use stream::{GeminiAssembler, SAFETY_REASONS};
 
 const PROVIDER: &str = "gemini";
@@ -62,7 +62,7 @@ impl Wire for GeminiWire {
     }
 
     fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
-        request_body(settings, req).to_string().into_bytes()
+        request_bytes(settings, req)
     }
 }
 
