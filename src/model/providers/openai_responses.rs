@@ -24,7 +24,7 @@ macro_rules! capture {
 mod request;
 mod stream;
 
-pub use request::request_body;
+pub use request::{request_body, request_bytes};
 pub use stream::ResponsesAssembler;
 
 /// The provider's name in events and errors: it is OpenAI's, whichever API it talks to.
@@ -48,7 +48,7 @@ impl Wire for ResponsesWire {
     }
 
     fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
-        request_body(settings, req).to_string().into_bytes()
+        request_bytes(settings, req)
     }
 }
 
