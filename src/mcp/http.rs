@@ -1,10 +1,12 @@
-//! The streamable HTTP client under rmcp's transport: requests go through deerflow's one
-//! outbound HTTP policy (`model::http::outbound_client`: no redirect to another origin, so
-//! no configured header or request body ever reaches one), every answer is read under
+//! The streamable HTTP client under rmcp's transport: its client is built by deerflow's one
+//! HTTP service policy (`model::http::HttpService::client_with`: no redirect to another
+//! origin, so no configured header or request body ever reaches one; pooled connections
+//! dropped before a server's keep-alive closes them), every answer is read under
 //! [`MAX_MESSAGE_BYTES`] (a JSON body whole, an SSE stream per event), and every failure is
 //! worded for the user and recorded in the session's [`Fault`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
@@ -17,6 +19,8 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Sse, SseStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::model::http::HttpService;
+
 use super::fault::{not_json_rpc, too_large, Fault, HttpFault, MAX_MESSAGE_BYTES};
 
 const SESSION_ID: &str = "Mcp-Session-Id";
@@ -25,6 +29,26 @@ const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";
 
 type Failed = StreamableHttpError<HttpFault>;
+
+/// A server's client: deerflow's one outbound policy and the configured headers, marked
+/// sensitive.
+pub fn client(headers: &[(String, String)]) -> Result<reqwest::Client, String> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| format!("header '{k}': {e}"))?;
+        // The value is a secret: the error never shows it.
+        let mut value = reqwest::header::HeaderValue::from_str(v)
+            .map_err(|_| format!("header '{k}': the value is not a valid header value"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    HttpService::client_with(CONNECT_TIMEOUT, map)
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+}
+
+/// How long connecting to a server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct BoundedHttp {

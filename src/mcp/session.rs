@@ -154,7 +154,7 @@ pub async fn connect(
             let fault = Fault::default();
             let stop = CancellationToken::new();
             let client = BoundedHttp {
-                client: http_client(headers)?,
+                client: super::http::client(headers)?,
                 fault: fault.clone(),
                 stop: stop.clone(),
             };
@@ -311,25 +311,6 @@ fn session(
         process: Mutex::new(process),
         fault,
     })
-}
-
-/// The server's client: deerflow's one outbound policy (`outbound_client`) and its headers,
-/// marked sensitive.
-fn http_client(headers: &[(String, String)]) -> Result<reqwest::Client, String> {
-    let mut map = reqwest::header::HeaderMap::new();
-    for (k, v) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|e| format!("header '{k}': {e}"))?;
-        // The value is a secret: the error never shows it.
-        let mut value = reqwest::header::HeaderValue::from_str(v)
-            .map_err(|_| format!("header '{k}': the value is not a valid header value"))?;
-        value.set_sensitive(true);
-        map.insert(name, value);
-    }
-    crate::model::http::outbound_client(Duration::from_secs(10))
-        .default_headers(map)
-        .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
 }
 
 impl Session {

@@ -5,10 +5,12 @@
 //! provider of its own; [`build`] turns the model config resolved into a client.
 //!
 //! Adding a provider:
-//! 1. a file `providers/NAME.rs` with the client (a [`ChatModel`]) and
-//!    `pub fn build(&ResolvedModel) -> Result<Arc<dyn ChatModel>, String>`, declared in
-//!    `providers/mod.rs` (`pub mod NAME;`);
-//! 2. a row in [`PROVIDERS`].
+//! 1. a file `providers/NAME.rs` declared in `providers/mod.rs` (`pub mod NAME;`): for an
+//!    HTTP API, its [`Wire`](super::providers::http_model::Wire) (request body, stream
+//!    assembler, endpoint path, how the key is sent); otherwise a [`ChatModel`] and its
+//!    `build(&ResolvedModel) -> Result<Arc<dyn ChatModel>, String>`;
+//! 2. a row in [`PROVIDERS`], whose `build` is `HttpModel::<NAME::ItsWire>::build` for an
+//!    HTTP API.
 //!
 //! Nothing else: `use: NAME`, `--model NAME:MODEL`, the error messages listing the
 //! `--model` forms, `config check`'s missing-key warnings and the DeerFlow class mapping
@@ -16,6 +18,7 @@
 
 use std::sync::Arc;
 
+use super::providers::http_model::HttpModel;
 use super::providers::{anthropic, cannot_serve, gemini, openai_chat, openai_responses, replay};
 use super::ChatModel;
 use crate::config::{
@@ -67,7 +70,7 @@ pub static PROVIDERS: &[Provider] = &[
             }),
             deerflow_classes: DeerFlowClasses::NameContains("Anthropic"),
         },
-        build: anthropic::build,
+        build: HttpModel::<anthropic::MessagesWire>::build,
     },
     Provider {
         info: ProviderInfo {
@@ -87,7 +90,7 @@ pub static PROVIDERS: &[Provider] = &[
             // langchain_google_genai:ChatGoogleGenerativeAI (never Vertex AI's classes).
             deerflow_classes: DeerFlowClasses::NameContains("GoogleGenerativeAI"),
         },
-        build: gemini::build,
+        build: HttpModel::<gemini::GeminiWire>::build,
     },
     Provider {
         info: ProviderInfo {
@@ -104,9 +107,9 @@ pub static PROVIDERS: &[Provider] = &[
 /// (`use_responses_api`): one provider, two wire protocols.
 fn openai(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
     if r.http.as_ref().is_some_and(|h| h.use_responses_api) {
-        openai_responses::build(r)
+        HttpModel::<openai_responses::ResponsesWire>::build(r)
     } else {
-        openai_chat::build(r)
+        HttpModel::<openai_chat::ChatWire>::build(r)
     }
 }
 

@@ -1,14 +1,8 @@
 //! Anthropic Messages API (`POST {base_url}/v1/messages`, streamed).
 
-use std::sync::Arc;
-
-use super::build_http;
-use crate::config::ResolvedModel;
-use crate::model::http::{self, StreamCall};
-use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
-    ModelResponse,
-};
+use super::http_model::{Auth, HttpModel, Wire};
+use crate::model::http;
+use crate::model::{ChatRequest, HttpSettings};
 
 /// A recorded provider stream from tests/fixtures (see their README).
 #[cfg(test)]
@@ -44,69 +38,32 @@ fn max_tokens(settings: &HttpSettings) -> u64 {
         .unwrap_or_else(|| default_max_tokens(&settings.model))
 }
 
+/// Anthropic's Messages API on the wire.
+#[derive(Default)]
+pub struct MessagesWire;
+
+impl Wire for MessagesWire {
+    const PROVIDER: &'static str = PROVIDER;
+    const AUTH: Auth = Auth::Header("x-api-key");
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+    type Assembler = AnthropicAssembler;
+
+    fn url(settings: &HttpSettings) -> String {
+        http::endpoint(&settings.base_url, "/v1/messages")
+    }
+
+    fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+        request_body(settings, req).to_string().into_bytes()
+    }
+
+    /// Every request carries one: the configured limit, else the family's.
+    fn max_output_tokens(settings: &HttpSettings) -> Option<u64> {
+        Some(max_tokens(settings))
+    }
+}
+
 /// A Claude model behind the Anthropic Messages API.
-pub struct AnthropicModel {
-    settings: HttpSettings,
-    client: reqwest::Client,
-    /// As configured (`context_window`), for the context policy.
-    context_window: Option<u64>,
-}
-
-impl AnthropicModel {
-    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
-        let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self {
-            settings,
-            client,
-            context_window: None,
-        })
-    }
-
-    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
-        let mut headers = vec![
-            ("content-type", "application/json".to_string()),
-            ("anthropic-version", API_VERSION.to_string()),
-        ];
-        if let Some(key) = &self.settings.api_key {
-            headers.push(("x-api-key", key.clone()));
-        }
-        StreamCall {
-            client: &self.client,
-            settings: &self.settings,
-            provider: PROVIDER,
-            url: http::endpoint(&self.settings.base_url, "/v1/messages"),
-            headers,
-            body: request_body(&self.settings, req).to_string().into_bytes(),
-        }
-    }
-}
-
-impl ChatModel for AnthropicModel {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(async move { self.call(req).run::<AnthropicAssembler>(ctx).await })
-    }
-
-    fn limits(&self) -> ModelLimits {
-        ModelLimits {
-            context_window: self.context_window,
-            max_output_tokens: Some(max_tokens(&self.settings)),
-        }
-    }
-}
-
-/// The registry's constructor: a resolved `anthropic` model.
-pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    build_http(r, |settings, context_window| {
-        Ok(AnthropicModel {
-            context_window,
-            ..AnthropicModel::new(settings)?
-        })
-    })
-}
+pub type AnthropicModel = HttpModel<MessagesWire>;
 
 /// Requests and streams the tests of this provider share.
 #[cfg(test)]
@@ -179,7 +136,7 @@ mod tests {
     use super::test_data::{request, TWO_TOOLS};
     use super::*;
     use crate::model::test_support::{serve, Reply};
-    use crate::model::Message;
+    use crate::model::{CallContext, ChatModel, Message, ModelResponse};
 
     #[tokio::test]
     async fn end_to_end_with_headers() {

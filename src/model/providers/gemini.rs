@@ -8,15 +8,9 @@
 //! (kept in the call's `extra` and in reasoning blocks of type [`PART_BLOCK`]), and tool
 //! parameters must be OpenAPI's schema subset, not JSON Schema (`schema.rs`).
 
-use std::sync::Arc;
-
-use super::build_http;
-use crate::config::ResolvedModel;
-use crate::model::http::{self, StreamCall};
-use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
-    ModelResponse,
-};
+use super::http_model::{Auth, HttpModel, Wire};
+use crate::model::http;
+use crate::model::{ChatRequest, HttpSettings};
 
 /// A recorded provider stream from tests/fixtures (see their README).
 #[cfg(test)]
@@ -34,7 +28,7 @@ mod request;
 mod schema;
 mod stream;
 
-pub use request::request_body;
+pub use request::{request_body, request_bytes};
 pub use stream::{GeminiAssembler, SAFETY_REASONS};
 
 const PROVIDER: &str = "gemini";
@@ -54,67 +48,26 @@ pub const BODY_KEYS: &[&str] = &[
 /// such blocks back.
 pub const PART_BLOCK: &str = "gemini_part";
 
+/// Gemini's native API on the wire.
+#[derive(Default)]
+pub struct GeminiWire;
+
+impl Wire for GeminiWire {
+    const PROVIDER: &'static str = PROVIDER;
+    const AUTH: Auth = Auth::Header("x-goog-api-key");
+    type Assembler = GeminiAssembler;
+
+    fn url(settings: &HttpSettings) -> String {
+        stream_url(&settings.base_url, &settings.model)
+    }
+
+    fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+        request_bytes(settings, req)
+    }
+}
+
 /// A Gemini model behind the Gemini API (Google AI Studio keys).
-pub struct GeminiModel {
-    settings: HttpSettings,
-    client: reqwest::Client,
-    /// As configured (`context_window`), for the context policy.
-    context_window: Option<u64>,
-}
-
-impl GeminiModel {
-    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
-        let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self {
-            settings,
-            client,
-            context_window: None,
-        })
-    }
-
-    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
-        let mut headers = vec![("content-type", "application/json".to_string())];
-        // In a header, never in the URL: URLs end up in error messages and logs.
-        if let Some(key) = &self.settings.api_key {
-            headers.push(("x-goog-api-key", key.clone()));
-        }
-        StreamCall {
-            client: &self.client,
-            settings: &self.settings,
-            provider: PROVIDER,
-            url: stream_url(&self.settings.base_url, &self.settings.model),
-            headers,
-            body: request_body(&self.settings, req).to_string().into_bytes(),
-        }
-    }
-}
-
-impl ChatModel for GeminiModel {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(async move { self.call(req).run::<GeminiAssembler>(ctx).await })
-    }
-
-    fn limits(&self) -> ModelLimits {
-        ModelLimits {
-            context_window: self.context_window,
-            max_output_tokens: self.settings.max_tokens,
-        }
-    }
-}
-
-/// The registry's constructor: a resolved `gemini` model.
-pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    build_http(r, |settings, context_window| {
-        Ok(GeminiModel {
-            context_window,
-            ..GeminiModel::new(settings)?
-        })
-    })
-}
+pub type GeminiModel = HttpModel<GeminiWire>;
 
 /// The base URL as the client wants it: without a trailing `/` or an API version, which
 /// the client adds (`https://generativelanguage.googleapis.com/v1beta/` works as well).

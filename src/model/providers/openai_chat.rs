@@ -1,15 +1,9 @@
 //! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`, streamed):
 //! OpenAI itself, llama.cpp's `llama-server`, vLLM, Ollama's `/v1`, DeepSeek, …
 
-use std::sync::Arc;
-
-use super::build_http;
-use crate::config::ResolvedModel;
-use crate::model::http::{self, StreamCall};
-use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
-    ModelResponse,
-};
+use super::http_model::{Auth, HttpModel, Wire};
+use crate::model::http;
+use crate::model::{ChatRequest, HttpSettings};
 
 /// A llama-server capture from tests/fixtures.
 #[cfg(test)]
@@ -48,68 +42,28 @@ const PROVIDER: &str = "openai";
 /// replace: the model, the conversation, streaming, the tools.
 pub const BODY_KEYS: &[&str] = &["model", "messages", "stream", "tools"];
 
+/// OpenAI-compatible Chat Completions on the wire.
+#[derive(Default)]
+pub struct ChatWire {
+    cache: WireCache,
+}
+
+impl Wire for ChatWire {
+    const PROVIDER: &'static str = PROVIDER;
+    const AUTH: Auth = Auth::Bearer;
+    type Assembler = OpenAiAssembler;
+
+    fn url(settings: &HttpSettings) -> String {
+        http::endpoint(&settings.base_url, "/chat/completions")
+    }
+
+    fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+        request_bytes(settings, req, &self.cache)
+    }
+}
+
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint.
-pub struct OpenAiModel {
-    settings: HttpSettings,
-    client: reqwest::Client,
-    /// As configured (`context_window`), for the context policy.
-    context_window: Option<u64>,
-    wire: WireCache,
-}
-
-impl OpenAiModel {
-    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
-        let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self {
-            settings,
-            client,
-            context_window: None,
-            wire: WireCache::default(),
-        })
-    }
-
-    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
-        let mut headers = vec![("content-type", "application/json".to_string())];
-        if let Some(key) = &self.settings.api_key {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
-        StreamCall {
-            client: &self.client,
-            settings: &self.settings,
-            provider: PROVIDER,
-            url: http::endpoint(&self.settings.base_url, "/chat/completions"),
-            headers,
-            body: request_bytes(&self.settings, req, &self.wire),
-        }
-    }
-}
-
-impl ChatModel for OpenAiModel {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(async move { self.call(req).run::<OpenAiAssembler>(ctx).await })
-    }
-
-    fn limits(&self) -> ModelLimits {
-        ModelLimits {
-            context_window: self.context_window,
-            max_output_tokens: self.settings.max_tokens,
-        }
-    }
-}
-
-/// The registry's constructor: a resolved `openai` model.
-pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    build_http(r, |settings, context_window| {
-        Ok(OpenAiModel {
-            context_window,
-            ..OpenAiModel::new(settings)?
-        })
-    })
-}
+pub type OpenAiModel = HttpModel<ChatWire>;
 
 /// Requests and captures the tests of this provider share.
 #[cfg(test)]
@@ -155,7 +109,7 @@ mod tests {
     use super::test_data::{request, time_tool, ECHO, USAGE};
     use super::*;
     use crate::model::test_support::{serve, Reply};
-    use crate::model::Message;
+    use crate::model::{CallContext, ChatModel, Message, ModelError, ModelResponse};
 
     fn settings(base: &str, key: Option<&str>) -> HttpSettings {
         HttpSettings::new("smollm2", format!("{base}/v1/"), key.map(str::to_string))

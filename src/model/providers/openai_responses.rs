@@ -2,17 +2,12 @@
 //! models with `use_responses_api: true` (or DeerFlow's `output_version: responses/v1`).
 //! Stateless like every other provider: each call sends the whole history as input items
 //! with `store: false`, and reasoning items come back encrypted and opaque, to be sent again
-//! unchanged. The transport, retries and limits are Chat Completions' (`http.rs`).
+//! unchanged. The transport, retries and limits are every provider's (`http_model.rs`,
+//! `model::http`).
 
-use std::sync::Arc;
-
-use super::build_http;
-use crate::config::ResolvedModel;
-use crate::model::http::{self, StreamCall};
-use crate::model::{
-    BoxFuture, CallContext, ChatModel, ChatRequest, HttpSettings, ModelError, ModelLimits,
-    ModelResponse,
-};
+use super::http_model::{Auth, HttpModel, Wire};
+use crate::model::http;
+use crate::model::{ChatRequest, HttpSettings};
 
 /// A recorded provider stream from tests/fixtures (see their README).
 #[cfg(test)]
@@ -29,7 +24,7 @@ macro_rules! capture {
 mod request;
 mod stream;
 
-pub use request::request_body;
+pub use request::{request_body, request_bytes};
 pub use stream::ResponsesAssembler;
 
 /// The provider's name in events and errors: it is OpenAI's, whichever API it talks to.
@@ -39,66 +34,26 @@ const PROVIDER: &str = "openai";
 /// replace: the model, the conversation and its instructions, streaming, the tools.
 pub const BODY_KEYS: &[&str] = &["model", "input", "instructions", "stream", "tools"];
 
+/// OpenAI's Responses API on the wire.
+#[derive(Default)]
+pub struct ResponsesWire;
+
+impl Wire for ResponsesWire {
+    const PROVIDER: &'static str = PROVIDER;
+    const AUTH: Auth = Auth::Bearer;
+    type Assembler = ResponsesAssembler;
+
+    fn url(settings: &HttpSettings) -> String {
+        http::endpoint(&settings.base_url, "/responses")
+    }
+
+    fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+        request_bytes(settings, req)
+    }
+}
+
 /// A model behind an OpenAI `/responses` endpoint.
-pub struct ResponsesModel {
-    settings: HttpSettings,
-    client: reqwest::Client,
-    /// As configured (`context_window`), for the context policy.
-    context_window: Option<u64>,
-}
-
-impl ResponsesModel {
-    pub fn new(settings: HttpSettings) -> Result<Self, ModelError> {
-        let client = http::build_client(&settings, PROVIDER)?;
-        Ok(Self {
-            settings,
-            client,
-            context_window: None,
-        })
-    }
-
-    fn call(&self, req: &ChatRequest) -> StreamCall<'_> {
-        let mut headers = vec![("content-type", "application/json".to_string())];
-        if let Some(key) = &self.settings.api_key {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
-        StreamCall {
-            client: &self.client,
-            settings: &self.settings,
-            provider: PROVIDER,
-            url: http::endpoint(&self.settings.base_url, "/responses"),
-            headers,
-            body: request_body(&self.settings, req).to_string().into_bytes(),
-        }
-    }
-}
-
-impl ChatModel for ResponsesModel {
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(async move { self.call(req).run::<ResponsesAssembler>(ctx).await })
-    }
-
-    fn limits(&self) -> ModelLimits {
-        ModelLimits {
-            context_window: self.context_window,
-            max_output_tokens: self.settings.max_tokens,
-        }
-    }
-}
-
-/// The client of a resolved `openai` model that asked for the Responses API.
-pub fn build(r: &ResolvedModel) -> Result<Arc<dyn ChatModel>, String> {
-    build_http(r, |settings, context_window| {
-        Ok(ResponsesModel {
-            context_window,
-            ..ResponsesModel::new(settings)?
-        })
-    })
-}
+pub type ResponsesModel = HttpModel<ResponsesWire>;
 
 /// Requests the tests of this provider share.
 #[cfg(test)]
@@ -140,7 +95,7 @@ mod tests {
     use super::test_data::{request, time_tool};
     use super::*;
     use crate::model::test_support::{serve, Reply};
-    use crate::model::{Message, RetryNotice};
+    use crate::model::{CallContext, ChatModel, Message, ModelError, ModelLimits, RetryNotice};
 
     const CALL: &str = capture!("openai/responses_reasoning_function_call.sse");
     const CACHED: &str = capture!("openai/responses_cached_tokens.sse");

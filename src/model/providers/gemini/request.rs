@@ -1,37 +1,69 @@
 //! The JSON body of a `streamGenerateContent` request.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::schema;
 use super::PART_BLOCK;
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
-/// The JSON body of a `streamGenerateContent` request.
+/// The body of a `streamGenerateContent` request: what deerflow writes, typed, with the
+/// keys of the model's `extra_body` and thinking map that are no Gemini config in `extra`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Body<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<SystemInstruction<'a>>,
+    contents: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<[Declarations; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<Value>,
+    /// After the built keys, as a JSON object's later keys.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    generation_config: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct SystemInstruction<'a> {
+    parts: [TextPart<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Declarations {
+    function_declarations: Vec<Value>,
+}
+
+/// The JSON body of a `streamGenerateContent` request (as a `Value`, for tests).
 pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
-    let mut body = Map::new();
-    if !req.system.is_empty() {
-        body.insert(
-            "systemInstruction".into(),
-            json!({"parts": [{"text": req.system}]}),
-        );
-    }
-    body.insert(
-        "contents".into(),
-        Value::Array(wire_contents(&req.messages)),
-    );
-    if !req.tools.is_empty() {
-        let declarations: Vec<Value> = req.tools.iter().map(wire_tool).collect();
-        body.insert(
-            "tools".into(),
-            json!([{ "functionDeclarations": declarations }]),
-        );
-        if req.tool_choice_none {
-            body.insert(
-                "toolConfig".into(),
-                json!({"functionCallingConfig": {"mode": "NONE"}}),
-            );
-        }
-    }
+    serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
+}
+
+/// The request body's bytes.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+    // Cannot fail: string keys only, and serde_json writes non-finite floats as null.
+    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+}
+
+pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
+    let system_instruction = (!req.system.is_empty()).then(|| SystemInstruction {
+        parts: [TextPart { text: &req.system }],
+    });
+    let tools = (!req.tools.is_empty()).then(|| {
+        [Declarations {
+            function_declarations: req.tools.iter().map(wire_tool).collect(),
+        }]
+    });
+    let tool_config = (!req.tools.is_empty() && req.tool_choice_none)
+        .then(|| json!({"functionCallingConfig": {"mode": "NONE"}}));
     let mut generation = Map::new();
     if let Some(max) = settings.max_tokens {
         generation.insert("maxOutputTokens".into(), json!(max));
@@ -53,14 +85,38 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
     if let Some(effort) = &settings.reasoning_effort {
         thinking.insert("thinkingLevel".into(), json!(effort));
     }
+    let mut body = Body {
+        system_instruction,
+        contents: wire_contents(&req.messages),
+        tools,
+        tool_config,
+        extra: Map::new(),
+        generation_config: Map::new(),
+    };
     merge_user_maps(settings, &mut body, &mut generation, &mut thinking);
     if !thinking.is_empty() {
         generation.insert("thinkingConfig".into(), Value::Object(thinking));
     }
     if !generation.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation));
+        match body.extra.get_mut("generationConfig") {
+            // A user's `generationConfig` that is no map is replaced where it stands.
+            Some(given) => *given = Value::Object(generation),
+            None => body.generation_config = generation,
+        }
     }
-    Value::Object(body)
+    body
+}
+
+impl Body<'_> {
+    /// A body key from the model's maps: it replaces the built one, or goes last.
+    fn insert(&mut self, key: String, value: Value) {
+        match key.as_str() {
+            "toolConfig" if self.tool_config.is_some() => self.tool_config = Some(value),
+            _ => {
+                self.extra.insert(key, value);
+            }
+        }
+    }
 }
 
 /// The model's `extra_body` and active thinking map (contract §10), read the way
@@ -71,7 +127,7 @@ pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
 /// a body key.
 fn merge_user_maps(
     settings: &HttpSettings,
-    body: &mut Map<String, Value>,
+    body: &mut Body<'_>,
     generation: &mut Map<String, Value>,
     thinking: &mut Map<String, Value>,
 ) {

@@ -6,7 +6,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::model::test_support::{chunked, serve, Reply};
-use crate::model::{AgentId, Message, Reasoning, RetryNotice, StopKind, ToolCall, ToolSpec, Usage};
+use crate::model::{
+    AgentId, CallContext, ChatModel, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
+    StopKind, ToolCall, ToolSpec, Usage,
+};
 
 const SIGNED: &str = capture!("stream_function_call_thought_signature.sse");
 const PARALLEL: &str = capture!("stream_parallel_function_calls.sse");
@@ -542,6 +545,57 @@ fn the_request_body() {
 
 fn map(v: Value) -> Map<String, Value> {
     v.as_object().unwrap().clone()
+}
+
+/// The body's keys in the order a JSON object built key by key had them: the built ones,
+/// the model's own keys (one replacing `toolConfig` where it stood), `generationConfig`
+/// last, or where a model's `generationConfig` that is no map stood.
+#[test]
+fn the_bytes_keep_the_key_order_of_the_merged_maps() {
+    let req = request(
+        vec![Message::User("hi".into())],
+        vec![tool("get_time")],
+        true,
+    );
+    let mut s = settings();
+    s.max_tokens = Some(5);
+    s.extra_body = map(json!({"safetySettings": [], "toolConfig": {"x": 1}, "cachedContent": "c"}));
+    let bytes = String::from_utf8(request_bytes(&s, &req)).unwrap();
+    let keys = |text: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(text).unwrap();
+        v.as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(
+        keys(&bytes),
+        [
+            "systemInstruction",
+            "contents",
+            "tools",
+            "toolConfig",
+            "safetySettings",
+            "cachedContent",
+            "generationConfig"
+        ]
+    );
+    assert!(bytes.contains(r#""toolConfig":{"x":1}"#), "{bytes}");
+    assert_eq!(request_body(&s, &req).to_string(), bytes);
+    s.extra_body = map(json!({"generationConfig": "odd", "labels": {}}));
+    let bytes = String::from_utf8(request_bytes(&s, &req)).unwrap();
+    assert_eq!(
+        keys(&bytes)[4..],
+        ["generationConfig".to_string(), "labels".to_string()]
+    );
+    assert!(
+        bytes.contains(r#""generationConfig":{"maxOutputTokens":5}"#),
+        "{bytes}"
+    );
+    let bare = request(vec![Message::User("hi".into())], vec![], false);
+    s.extra_body = map(json!({"toolConfig": {"y": 2}}));
+    let bytes = String::from_utf8(request_bytes(&s, &bare)).unwrap();
+    assert_eq!(
+        keys(&bytes)[2..],
+        ["toolConfig".to_string(), "generationConfig".to_string()]
+    );
 }
 
 #[test]

@@ -14,15 +14,21 @@ use serde_json::{json, Map, Value};
 use crate::model::output_schema::OutputSchema;
 use crate::model::{ChatRequest, HttpSettings, Lineage, Message, ToolCall, ToolSpec};
 
-/// Stands for the borrowed parts in the settings map until they are written; a key that
-/// `extra_body` replaced no longer holds it.
-const MESSAGES: &str = "\u{0}deerflow:messages";
-const TOOLS: &str = "\u{0}deerflow:tools";
-
-/// A request body ready to serialize.
+/// A request body ready to serialize: its top-level fields in order, the messages and
+/// tools borrowed from the request until they are written.
 pub struct Body<'a> {
     req: &'a ChatRequest,
-    fields: Map<String, Value>,
+    fields: Vec<(String, Field)>,
+}
+
+/// One top-level field's value.
+#[derive(Debug)]
+enum Field {
+    Json(Value),
+    /// The request's `messages` array, written from its history.
+    Messages,
+    /// The request's `tools` array, written from its tool specs.
+    Tools,
 }
 
 /// The JSON body of a streamed chat completion request (as a `Value`, for tests and callers
@@ -105,10 +111,10 @@ fn parts(body: &Body<'_>) -> Vec<Part> {
         }
         write_json(&mut json, key);
         json.push(b':');
-        let borrowed = match value.as_str() {
-            Some(MESSAGES) => Part::Messages,
-            Some(TOOLS) => Part::Tools,
-            _ => {
+        let borrowed = match value {
+            Field::Messages => Part::Messages,
+            Field::Tools => Part::Tools,
+            Field::Json(value) => {
                 write_json(&mut json, value);
                 continue;
             }
@@ -280,11 +286,11 @@ impl<T: ?Sized> ByIdentity<T> {
 }
 
 pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
-    let mut body = Map::new();
+    let mut body = Fields::default();
     body.insert("model".into(), json!(settings.model));
-    body.insert("messages".into(), json!(MESSAGES));
+    body.push("messages", Field::Messages);
     if !req.tools.is_empty() {
-        body.insert("tools".into(), json!(TOOLS));
+        body.push("tools", Field::Tools);
         if req.tool_choice_none {
             body.insert("tool_choice".into(), json!("none"));
         }
@@ -311,18 +317,44 @@ pub fn body<'a>(settings: &HttpSettings, req: &'a ChatRequest) -> Body<'a> {
     if let Some(effort) = &settings.reasoning_effort {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    settings.merge_extra_body(&mut body);
-    Body { req, fields: body }
+    let mut extra = Map::new();
+    settings.merge_extra_body(&mut extra);
+    for (key, value) in extra {
+        body.insert(key, value);
+    }
+    Body {
+        req,
+        fields: body.0,
+    }
+}
+
+/// The body's fields as a JSON object's: a key set again keeps its place and takes the
+/// new value, a new key goes last (how `extra_body` adds or replaces keys).
+#[derive(Default)]
+struct Fields(Vec<(String, Field)>);
+
+impl Fields {
+    fn insert(&mut self, key: String, value: Value) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, field)) => *field = Field::Json(value),
+            None => self.0.push((key, Field::Json(value))),
+        }
+    }
+
+    /// A key the body writes first (no two are the same).
+    fn push(&mut self, key: &str, field: Field) {
+        self.0.push((key.to_string(), field));
+    }
 }
 
 impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.fields.len()))?;
         for (key, value) in &self.fields {
-            match value.as_str() {
-                Some(MESSAGES) => map.serialize_entry(key, &Messages(self.req))?,
-                Some(TOOLS) => map.serialize_entry(key, &Tools(&self.req.tools))?,
-                _ => map.serialize_entry(key, value)?,
+            match value {
+                Field::Messages => map.serialize_entry(key, &Messages(self.req))?,
+                Field::Tools => map.serialize_entry(key, &Tools(&self.req.tools))?,
+                Field::Json(value) => map.serialize_entry(key, value)?,
             }
         }
         map.end()
@@ -869,6 +901,23 @@ mod tests {
         let bytes = request_bytes(&settings, &req, &cache);
         assert_eq!(bytes, serde_json::to_vec(&body(&settings, &req)).unwrap());
         assert!(cache.tools.entries.lock().unwrap().is_empty());
+    }
+
+    /// The messages and tools are typed fields of the body, not strings standing for them:
+    /// no `extra_body` value can be taken for one.
+    #[test]
+    fn an_extra_body_string_is_sent_as_given_whatever_it_says() {
+        let mut settings = HttpSettings::new("m", "http://x/v1", None);
+        let markers = json!({"note": "\u{0}deerflow:messages", "tag": "\u{0}deerflow:tools"});
+        settings.extra_body = markers.as_object().unwrap().clone();
+        let req = request(vec![Message::User("hi".into())], vec![time_tool()], false);
+        let bytes = request_bytes(&settings, &req, &WireCache::default());
+        let sent: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(sent["note"], markers["note"]);
+        assert_eq!(sent["tag"], markers["tag"]);
+        assert_eq!(sent["messages"][1]["content"], "hi");
+        assert_eq!(sent["tools"][0]["function"]["name"], "get_time");
+        assert_eq!(request_body(&settings, &req), sent);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (`store: false`, no `previous_response_id`), so a call depends on its request alone —
 //! as with every other provider, which replay, `--record` and sub-agents rely on.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::super::openai_chat::{is_reasoning_model, strict};
@@ -16,67 +17,138 @@ pub(super) const REASONING_ITEM: &str = "reasoning";
 /// `{type: message, id}` among the blocks: it goes back with that id.
 pub(super) const MESSAGE_ITEM: &str = "message";
 
-/// The JSON body of one `POST /responses`.
+/// The body of one `POST /responses`: what deerflow writes, typed. A key of the model's
+/// `extra_body` or thinking map replaces a built one where it stands (these are `Value`s
+/// for that) or goes in `extra`, after them, as in a JSON object built key by key.
+#[derive(Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
+    input: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Value>,
+    stream: bool,
+    store: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    include: Option<Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+/// The JSON body of one `POST /responses` (as a `Value`, for tests).
 pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(settings.model));
-    if !req.system.is_empty() {
-        body.insert("instructions".into(), json!(req.system));
-    }
-    body.insert("input".into(), Value::Array(input_items(&req.messages)));
-    if !req.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(req.tools.iter().map(wire_tool).collect()),
-        );
-        if req.tool_choice_none {
-            body.insert("tool_choice".into(), json!("none"));
-        }
-    }
-    if let Some(schema) = &req.output_schema {
-        body.insert("text".into(), json!({ "format": text_format(schema) }));
-    }
-    body.insert("stream".into(), json!(true));
-    body.insert("store".into(), json!(false));
-    if let Some(max) = settings.max_tokens {
-        body.insert("max_output_tokens".into(), json!(max));
-    }
+    serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
+}
+
+/// The request body's bytes.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+    // Cannot fail: string keys only, and serde_json writes non-finite floats as null.
+    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+}
+
+pub fn body<'a>(settings: &'a HttpSettings, req: &'a ChatRequest) -> Body<'a> {
+    let has_tools = !req.tools.is_empty();
     // Reasoning models reject `temperature` here as on Chat Completions (HTTP 400).
     let reasoning_model = is_reasoning_model(settings);
-    if let Some(t) = settings.temperature.filter(|_| !reasoning_model) {
-        body.insert("temperature".into(), json!(t));
-    }
-    if reasoning_model || settings.thinking.is_on() {
-        let mut reasoning = Map::new();
-        if let Some(effort) = &settings.reasoning_effort {
-            reasoning.insert("effort".into(), json!(effort));
-        }
-        // Summaries are what `reasoning` events show. They are asked for only with thinking
-        // on: OpenAI serves them to verified organizations only.
-        if settings.thinking.is_on() {
-            reasoning.insert("summary".into(), json!("auto"));
-        }
-        if !reasoning.is_empty() {
-            body.insert("reasoning".into(), Value::Object(reasoning));
-        }
+    let reasons = reasoning_model || settings.thinking.is_on();
+    let mut body = Body {
+        model: &settings.model,
+        instructions: (!req.system.is_empty()).then_some(&*req.system),
+        input: input_items(&req.messages),
+        tools: has_tools.then(|| req.tools.iter().map(wire_tool).collect()),
+        tool_choice: (has_tools && req.tool_choice_none).then(|| json!("none")),
+        text: req
+            .output_schema
+            .as_ref()
+            .map(|schema| json!({ "format": text_format(schema) })),
+        stream: true,
+        store: json!(false),
+        max_output_tokens: settings.max_tokens.map(|max| json!(max)),
+        temperature: settings
+            .temperature
+            .filter(|_| !reasoning_model)
+            .map(|t| json!(t)),
+        reasoning: reasons.then(|| reasoning(settings)).flatten(),
         // Without storage, a reasoning item can go back to the model only encrypted.
-        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        include: reasons.then(|| json!(["reasoning.encrypted_content"])),
+        extra: Map::new(),
+    };
+    let mut user = Map::new();
+    settings.merge_extra_body(&mut user);
+    for (key, value) in user {
+        body.insert(key, value);
     }
-    settings.merge_extra_body(&mut body);
     chat_spellings_to_responses(&mut body);
-    Value::Object(body)
+    body
+}
+
+/// The `reasoning` object: the effort, and summaries (what `reasoning` events show) asked
+/// for only with thinking on: OpenAI serves them to verified organizations only.
+fn reasoning(settings: &HttpSettings) -> Option<Value> {
+    let mut reasoning = Map::new();
+    if let Some(effort) = &settings.reasoning_effort {
+        reasoning.insert("effort".into(), json!(effort));
+    }
+    if settings.thinking.is_on() {
+        reasoning.insert("summary".into(), json!("auto"));
+    }
+    (!reasoning.is_empty()).then_some(Value::Object(reasoning))
+}
+
+impl Body<'_> {
+    /// A key from the model's maps: it replaces the built one where it stands, or goes
+    /// last. (`model`, `input`, `instructions`, `stream` and `tools` are the client's:
+    /// config refuses them in those maps.)
+    fn insert(&mut self, key: String, value: Value) {
+        match self.slot(&key) {
+            Some(slot) => *slot = value,
+            None => {
+                self.extra.insert(key, value);
+            }
+        }
+    }
+
+    /// The built value of a replaceable key, if the body has one.
+    fn slot(&mut self, key: &str) -> Option<&mut Value> {
+        match key {
+            "store" => Some(&mut self.store),
+            "tool_choice" => self.tool_choice.as_mut(),
+            "text" => self.text.as_mut(),
+            "max_output_tokens" => self.max_output_tokens.as_mut(),
+            "temperature" => self.temperature.as_mut(),
+            "reasoning" => self.reasoning.as_mut(),
+            "include" => self.include.as_mut(),
+            _ => self.extra.get_mut(key),
+        }
+    }
 }
 
 /// A thinking map or `extra_body` written for Chat Completions (DeerFlow's examples set
 /// `reasoning_effort` there) says `reasoning_effort`; the Responses API rejects that key and
 /// takes `reasoning.effort` (as LangChain translates it).
-fn chat_spellings_to_responses(body: &mut Map<String, Value>) {
-    let Some(effort) = body.remove("reasoning_effort") else {
+fn chat_spellings_to_responses(body: &mut Body<'_>) {
+    // Only a model's map writes it, so it is in `extra`.
+    let Some(effort) = body.extra.remove("reasoning_effort") else {
         return;
     };
-    let reasoning = body
-        .entry("reasoning")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let reasoning = match body.slot("reasoning") {
+        Some(reasoning) => reasoning,
+        None => body
+            .extra
+            .entry("reasoning")
+            .or_insert_with(|| Value::Object(Map::new())),
+    };
     if let Value::Object(fields) = reasoning {
         fields.entry("effort").or_insert(effort);
     }
@@ -345,6 +417,51 @@ mod tests {
         settings.extra_body = map(json!({"reasoning": {"effort": "low"}}));
         let body = request_body(&settings, &request(vec![], vec![], false));
         assert_eq!(body["reasoning"], json!({"effort": "low"}));
+    }
+
+    /// The body's keys in the order a JSON object built key by key had them: a model's key
+    /// replaces a built one where it stands, a new one goes last.
+    #[test]
+    fn the_bytes_keep_the_key_order_of_the_merged_maps() {
+        let mut settings = HttpSettings::new("gpt-4.1", "http://x/v1", None);
+        settings.temperature = Some(0.2);
+        settings.max_tokens = Some(9);
+        settings.extra_body = json!({"service_tier": "flex", "temperature": 1, "store": true,
+                                     "reasoning_effort": "low", "top_p": 0.5})
+        .as_object()
+        .unwrap()
+        .clone();
+        let req = request(vec![Message::User("hi".into())], vec![time_tool()], true);
+        let bytes = String::from_utf8(request_bytes(&settings, &req)).unwrap();
+        let sent: Value = serde_json::from_str(&bytes).unwrap();
+        let keys: Vec<&str> = sent
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        // `reasoning_effort` left with a swap: the last key took its place.
+        let expected = [
+            "model",
+            "instructions",
+            "input",
+            "tools",
+            "tool_choice",
+            "stream",
+            "store",
+            "max_output_tokens",
+            "temperature",
+            "service_tier",
+            "top_p",
+            "reasoning",
+        ];
+        assert_eq!(keys, expected);
+        assert_eq!(
+            (&sent["temperature"], &sent["store"]),
+            (&json!(1), &json!(true))
+        );
+        assert_eq!(sent["reasoning"], json!({"effort": "low"}));
+        assert_eq!(request_body(&settings, &req).to_string(), bytes);
     }
 
     #[test]
