@@ -11,7 +11,9 @@ use std::io::Write;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::Interest;
+use tracing::{span, Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
@@ -36,15 +38,24 @@ pub fn init(trace_id: &str) {
     if TRACE.set(trace_id.to_string()).is_err() {
         return;
     }
-    let (directives, bad) = directives(&level_setting());
-    let filter = EnvFilter::builder()
-        .parse(&directives)
-        .unwrap_or_else(|_| EnvFilter::new(DEFAULT));
-    let installed = tracing_subscriber::registry()
-        .with(filter)
-        .with(LineLayer)
-        .try_init();
-    if installed.is_ok() && !bad.is_empty() {
+    let raw = level_setting();
+    let (directives, bad) = directives(&raw);
+    let installed = match plain_level(&raw) {
+        // Only levels (the usual case, and the default): one comparison per callsite, no
+        // span registry — it costs a run about 0.5 MiB of RSS next to this.
+        Some(max) => tracing::subscriber::set_global_default(Plain { max }).is_ok(),
+        None => {
+            let filter = EnvFilter::builder()
+                .parse(&directives)
+                .unwrap_or_else(|_| EnvFilter::new(DEFAULT));
+            tracing_subscriber::registry()
+                .with(filter)
+                .with(LineLayer)
+                .try_init()
+                .is_ok()
+        }
+    };
+    if installed && !bad.is_empty() {
         warn(&format!(
             "ignoring log directive(s) {} (DEERFLOW_LOG / RUST_LOG take a level: error, warn, info, debug, trace, or target=level)",
             bad.join(", ")
@@ -93,19 +104,80 @@ fn is_level(s: &str) -> bool {
     )
 }
 
+/// deerflow's level when `raw` holds only bare levels (or nothing): the most verbose one,
+/// warn when none. `None` when a part names a target or is not a level.
+fn plain_level(raw: &str) -> Option<LevelFilter> {
+    let mut max = None;
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if !is_level(part) {
+            return None;
+        }
+        let level: LevelFilter = part.to_ascii_lowercase().parse().ok()?;
+        max = max.max(Some(level));
+    }
+    Some(max.unwrap_or(LevelFilter::WARN))
+}
+
+fn is_ours(target: &str) -> bool {
+    target == "deerflow" || target.starts_with("deerflow::")
+}
+
+/// The subscriber for a plain level: deerflow's events up to `max`, nothing from others.
+struct Plain {
+    max: LevelFilter,
+}
+
+impl Subscriber for Plain {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.enabled(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        *meta.level() <= self.max && is_ours(meta.target())
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.max)
+    }
+
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        write_event(event);
+    }
+
+    fn enter(&self, _: &span::Id) {}
+
+    fn exit(&self, _: &span::Id) {}
+}
+
 /// Formats each event as one line: level, message, then its fields as `key=value`.
 struct LineLayer;
 
 impl<S: Subscriber> Layer<S> for LineLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        let meta = event.metadata();
-        let target = meta.target();
-        // A library's line says whose it is; deerflow's own need no module path.
-        let from = (target != "deerflow" && !target.starts_with("deerflow::")).then_some(target);
-        emit(&line(*meta.level(), from, &fields.message, &fields.rest));
+        write_event(event);
     }
+}
+
+fn write_event(event: &Event<'_>) {
+    let mut fields = Fields::default();
+    event.record(&mut fields);
+    let meta = event.metadata();
+    let target = meta.target();
+    // A library's line says whose it is; deerflow's own need no module path.
+    let from = (!is_ours(target)).then_some(target);
+    emit(&line(*meta.level(), from, &fields.message, &fields.rest));
 }
 
 #[derive(Default)]
@@ -212,6 +284,42 @@ mod tests {
         assert_eq!(d, "off,deerflow=warn,deerflow=debug");
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert!(!bad.concat().contains('\u{1b}'));
+    }
+
+    #[test]
+    fn only_bare_levels_take_the_plain_subscriber() {
+        assert_eq!(plain_level(""), Some(LevelFilter::WARN));
+        assert_eq!(plain_level("info, DEBUG"), Some(LevelFilter::DEBUG));
+        assert_eq!(plain_level("off"), Some(LevelFilter::OFF));
+        assert_eq!(plain_level("debug,rmcp=info"), None);
+        assert_eq!(plain_level("loud"), None);
+        let plain = Plain {
+            max: LevelFilter::INFO,
+        };
+        static FIELDS: &[&str] = &[];
+        struct Cs;
+        impl tracing::callsite::Callsite for Cs {
+            fn set_interest(&self, _: Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                unreachable!()
+            }
+        }
+        let meta = |target: &'static str, level| {
+            Metadata::new(
+                "e",
+                target,
+                level,
+                None,
+                None,
+                None,
+                tracing::field::FieldSet::new(FIELDS, tracing::callsite::Identifier(&Cs)),
+                tracing::metadata::Kind::EVENT,
+            )
+        };
+        assert!(plain.enabled(&meta("deerflow::model", tracing::Level::INFO)));
+        assert!(!plain.enabled(&meta("deerflow::model", tracing::Level::DEBUG)));
+        assert!(!plain.enabled(&meta("rmcp::service", tracing::Level::ERROR)));
+        assert!(!plain.enabled(&meta("deerflowx", tracing::Level::ERROR)));
     }
 
     #[test]
