@@ -134,7 +134,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         .partition(|o| output_file::after_the_stream(&o.path));
     let (status, error) = match write_outputs(&early) {
         None => (status, error),
-        Some(why) => {
+        Some((why, _)) => {
             if spec.json {
                 crate::logging::stderr_line(&format!("deerflow: {why}"));
             }
@@ -170,7 +170,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     }
     // Our own stdout (`-o /dev/stdout`) follows the stream it carries; a FIFO waits for
     // its reader, who may read the stream first.
-    match write_outputs_seeing_pipes(&late) {
+    match write_outputs(&late) {
         None => {}
         Some((_, true)) => code = EXIT_SIGPIPE,
         Some((why, false)) => {
@@ -566,13 +566,9 @@ fn outputs(spec: &RunSpec, status: RunStatus, final_message: Option<&str>) -> Ve
 
 /// Writes every job; the first failure, in words, when one failed (a full disk leaves a
 /// replaced file as it was).
-fn write_outputs(jobs: &[OutputJob]) -> Option<String> {
-    write_outputs_seeing_pipes(jobs).map(|(why, _)| why)
-}
-
-/// As [`write_outputs`], also saying whether every failure was a closed pipe (a reader of
-/// our own stdout that went away: the run then ends as one whose stdout closed, quietly).
-fn write_outputs_seeing_pipes(jobs: &[OutputJob]) -> Option<(String, bool)> {
+/// Also says whether every failure was a closed pipe (a reader of our own stdout that went
+/// away: the run then ends as one whose stdout closed, quietly).
+fn write_outputs(jobs: &[OutputJob]) -> Option<(String, bool)> {
     let mut failure: Option<(String, bool)> = None;
     for j in jobs {
         if let Err(e) = output_file::write(&j.path, &j.bytes) {
