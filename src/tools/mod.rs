@@ -14,6 +14,7 @@ pub mod registry;
 pub mod search;
 pub mod task_end;
 mod walk;
+pub mod web;
 
 use std::borrow::Cow;
 use std::sync::Arc;
