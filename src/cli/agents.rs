@@ -40,7 +40,7 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
             .sandbox
             .image
             .as_deref()
-            .filter(|_| SandboxKind::of(&cfg.sandbox.use_) == SandboxKind::Docker),
+            .filter(|_| cfg.sandbox.kind == SandboxKind::Docker),
     };
     let sandbox = &sandbox;
     if as_json {

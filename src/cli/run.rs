@@ -257,7 +257,7 @@ fn unused_sandbox_warning(
     s: &config::SandboxConfig,
     allow_bash: bool,
 ) -> Option<(WarningCode, String)> {
-    (SandboxKind::of(&s.use_) == SandboxKind::Confined && !allow_bash).then(|| {
+    (s.kind == SandboxKind::Confined && !allow_bash).then(|| {
         (
             WarningCode::SandboxUnused,
             "sandbox.use: confined has no effect without --allow-bash (or \
@@ -385,7 +385,7 @@ pub(super) fn sandbox_of(
     workspace: &Path,
     skills: &Path,
 ) -> Result<Arc<dyn Sandbox>, ConfigError> {
-    match SandboxKind::of(&s.use_) {
+    match s.kind {
         SandboxKind::Confined => {
             let bwrap = find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(|| {
                 ConfigError::Sandbox(format!(

@@ -100,17 +100,6 @@ pub fn class_endpoint(use_: &str) -> Option<ClassEndpoint> {
     (module.starts_with("langchain_deepseek") || class.contains("DeepSeek")).then_some(DEEPSEEK)
 }
 
-/// The sandboxes deerflow has: DeerFlow's local provider is `local`, its container
-/// provider (`AioSandboxProvider`) is `docker`; `confined` is deerflow's own (bubblewrap).
-pub fn normalize_sandbox(use_: &str) -> Option<&'static str> {
-    match use_.trim() {
-        "local" | "deerflow.sandbox.local:LocalSandboxProvider" => Some("local"),
-        "confined" => Some("confined"),
-        "docker" | "deerflow.community.aio_sandbox:AioSandboxProvider" => Some("docker"),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::providers::testing;
@@ -231,24 +220,5 @@ mod tests {
                 "{vertex}"
             );
         }
-    }
-
-    #[test]
-    fn sandbox_names() {
-        assert_eq!(normalize_sandbox("local"), Some("local"));
-        assert_eq!(
-            normalize_sandbox("deerflow.sandbox.local:LocalSandboxProvider"),
-            Some("local")
-        );
-        assert_eq!(normalize_sandbox(" confined "), Some("confined"));
-        assert_eq!(normalize_sandbox("docker"), Some("docker"));
-        assert_eq!(
-            normalize_sandbox("deerflow.community.aio_sandbox:AioSandboxProvider"),
-            Some("docker")
-        );
-        assert_eq!(
-            normalize_sandbox("deerflow.community.boxlite:BoxliteProvider"),
-            None
-        );
     }
 }

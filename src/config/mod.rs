@@ -26,6 +26,7 @@ mod mcp;
 mod models;
 mod providers;
 mod report;
+mod sandbox_kind;
 mod schema;
 mod set;
 mod tree;
@@ -46,6 +47,7 @@ pub use providers::{
     base_url, DeerFlowClasses, Endpoint, HttpSettings, ProviderInfo, Providers, ThinkingSettings,
 };
 pub use report::{check_report, check_report_with, check_with, show_json, show_yaml, CheckReport};
+pub use sandbox_kind::SandboxKind;
 pub use schema::McpServerEntry;
 pub use schema::{
     AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::expandable::Expandable;
 use super::providers::ProviderInfo;
+use super::sandbox_kind::SandboxKind;
 use super::tree::keep_vars;
 
 /// The whole configuration deerflow uses.
@@ -231,10 +232,13 @@ pub struct CustomAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxConfig {
-    /// `local`, `confined` or `docker` after loading (DeerFlow's provider classes are
-    /// normalized).
+    /// As written: `local`, `confined`, `docker` or one of DeerFlow's provider classes;
+    /// `local`, `confined` or `docker` after loading.
     #[serde(rename = "use")]
     pub use_: String,
+    /// What `use_` names, set when the config is validated (which refuses anything else).
+    #[serde(skip)]
+    pub kind: SandboxKind,
     pub allow_host_bash: bool,
     /// Whether sandboxed commands may use the network (§13); off by default.
     pub network: bool,
@@ -283,7 +287,7 @@ impl SandboxConfig {
     /// Whether runs offer `bash`: the flag or `allow_host_bash`, or a docker sandbox,
     /// where the container is the boundary (§13).
     pub fn bash_allowed(&self, flag: bool) -> bool {
-        flag || self.allow_host_bash || self.use_ == "docker"
+        flag || self.allow_host_bash || self.kind == SandboxKind::Docker
     }
 }
 
@@ -291,6 +295,7 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             use_: "local".to_string(),
+            kind: SandboxKind::Local,
             allow_host_bash: false,
             network: false,
             bash_command_timeout: 600.0,

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::deerflow::normalize_sandbox;
 use super::keypath::{KeyPath, Problem};
+use super::sandbox_kind::SandboxKind;
 use super::schema::{Config, ContextSize, SafetyFinishReasonConfig, SizeKind};
 
 pub fn validate(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
@@ -251,8 +251,11 @@ fn is_agent_name(name: &str) -> bool {
 
 fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     let at = KeyPath::root().key("sandbox");
-    match normalize_sandbox(&cfg.sandbox.use_) {
-        Some(name) => cfg.sandbox.use_ = name.to_string(),
+    match SandboxKind::from_use(&cfg.sandbox.use_) {
+        Some(kind) => {
+            cfg.sandbox.kind = kind;
+            cfg.sandbox.use_ = kind.as_str().to_string();
+        }
         None => problems.push((
             at.key("use"),
             format!(
@@ -267,7 +270,7 @@ fn validate_sandbox(cfg: &mut Config, problems: &mut Vec<Problem>, warnings: &mu
         problems,
     );
     let s = &cfg.sandbox;
-    if s.use_ != "docker" {
+    if s.kind != SandboxKind::Docker {
         // DeerFlow's local provider takes `mounts` too; deerflow maps them only into a container.
         let docker_only = [
             ("image", s.image.is_some()),

@@ -13,16 +13,17 @@
 
 use serde_json::Value;
 
-use crate::tools::{Content, Media, ToolOutput, ToolStatus};
+use crate::tools::{Content, Media, ToolError, ToolOutput, ToolStatus};
 
 /// Text blocks joined by newlines, other blocks one line each, `structuredContent` as JSON
 /// text when no block is text, `isError` makes it an error.
 pub fn output(result: &Value) -> ToolOutput {
     let Some(map) = result.as_object() else {
-        return ToolOutput::error(format!(
-            "Error: the MCP server answered tools/call with {} instead of a result object",
+        return ToolError::Message(format!(
+            "the MCP server answered tools/call with {} instead of a result object",
             kind_of(result)
-        ));
+        ))
+        .into();
     };
     let status = if map.get("isError").is_some_and(is_true) {
         ToolStatus::Error

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::session::Session;
 use crate::model::{BoxFuture, ToolCall, ToolSpec};
-use crate::tools::{Content, Tool, ToolContext, ToolOutput};
+use crate::tools::{Content, Tool, ToolContext, ToolError, ToolOutput};
 
 pub struct McpTool {
     /// The name the model calls it by.
@@ -52,11 +52,7 @@ impl McpTool {
         let arguments = match args {
             Value::Object(map) => Some(map),
             Value::Null => None,
-            other => {
-                return ToolOutput::error(format!(
-                    "Error: the arguments must be a JSON object, not {other}"
-                ))
-            }
+            other => return ToolError::NotAnObject(other.to_string()).into(),
         };
         let request = ClientRequest::CallToolRequest(Request::new(CallToolRequestParams {
             meta: None,
@@ -89,25 +85,27 @@ impl McpTool {
             }},
             _ = tokio::time::sleep(Duration::from_secs_f64(self.timeout_secs)) => {
                 pending.cancel("tool_call_timeout");
-                ToolOutput::error(format!(
-                    "Error: MCP tool '{}' of server '{}' timed out after {} seconds (tool_call_timeout)",
-                    self.remote,
-                    self.session.name,
-                    crate::text::secs(self.timeout_secs)
-                ))
+                ToolError::RemoteTimedOut {
+                    server: self.session.name.clone(),
+                    tool: self.remote.clone(),
+                    secs: self.timeout_secs,
+                }
+                .into()
             }
             _ = ctx.cancel.cancelled() => {
                 pending.cancel("the calling agent was cancelled");
-                ToolOutput::error("Error: cancelled")
+                ToolError::Cancelled.into()
             }
         }
     }
 
     fn failed(&self, why: &str) -> ToolOutput {
-        ToolOutput::error(format!(
-            "Error: MCP server '{}' could not run '{}': {why}",
-            self.session.name, self.remote
-        ))
+        ToolError::Remote {
+            server: self.session.name.clone(),
+            tool: self.remote.clone(),
+            why: why.to_string(),
+        }
+        .into()
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::ToolOutput;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
     /// `Error: invalid {what}: {error}` (a regex, a glob).
     Invalid { what: &'static str, error: String },
@@ -25,6 +25,23 @@ pub enum ToolError {
     Binary { path: String },
     /// `Error: {what} failed: {error}` (work that could not finish).
     Failed { what: &'static str, error: String },
+    /// `Error: the arguments must be a JSON object, not {0}` (a tool whose schema is not ours).
+    NotAnObject(String),
+    /// `Error: cancelled`: the calling agent stopped while the tool ran.
+    Cancelled,
+    /// `Error: MCP server '{server}' could not run '{tool}': {why}`.
+    Remote {
+        server: String,
+        tool: String,
+        why: String,
+    },
+    /// `Error: MCP tool '{tool}' of server '{server}' timed out after {secs} seconds
+    /// (tool_call_timeout)`.
+    RemoteTimedOut {
+        server: String,
+        tool: String,
+        secs: f64,
+    },
     /// `Error: {0}`: a refusal in the tool's own words.
     Message(String),
     /// A refusal worded elsewhere (the workspace's path checks, a bad argument), passed on as
@@ -75,6 +92,18 @@ impl fmt::Display for ToolError {
                 )
             }
             ToolError::Failed { what, error } => write!(f, "{what} failed: {error}"),
+            ToolError::NotAnObject(got) => {
+                write!(f, "the arguments must be a JSON object, not {got}")
+            }
+            ToolError::Cancelled => f.write_str("cancelled"),
+            ToolError::Remote { server, tool, why } => {
+                write!(f, "MCP server '{server}' could not run '{tool}': {why}")
+            }
+            ToolError::RemoteTimedOut { server, tool, secs } => write!(
+                f,
+                "MCP tool '{tool}' of server '{server}' timed out after {} seconds (tool_call_timeout)",
+                crate::text::secs(*secs)
+            ),
             ToolError::Message(m) => f.write_str(m),
             ToolError::Refused(_) => Ok(()),
         }
@@ -126,6 +155,27 @@ mod tests {
             (
                 ToolError::failed("search", "panicked"),
                 "Error: search failed: panicked",
+            ),
+            (
+                ToolError::NotAnObject("[1]".into()),
+                "Error: the arguments must be a JSON object, not [1]",
+            ),
+            (ToolError::Cancelled, "Error: cancelled"),
+            (
+                ToolError::Remote {
+                    server: "gh".into(),
+                    tool: "search".into(),
+                    why: "closed".into(),
+                },
+                "Error: MCP server 'gh' could not run 'search': closed",
+            ),
+            (
+                ToolError::RemoteTimedOut {
+                    server: "gh".into(),
+                    tool: "search".into(),
+                    secs: 1.5,
+                },
+                "Error: MCP tool 'search' of server 'gh' timed out after 1.5 seconds (tool_call_timeout)",
             ),
             (ToolError::Message("no".into()), "Error: no"),
             (ToolError::Refused("Access denied".into()), "Access denied"),

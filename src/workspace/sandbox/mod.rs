@@ -21,50 +21,11 @@ use tokio_util::sync::CancellationToken;
 pub use confined::{find_bwrap, ConfinedSandbox, BWRAP_PACKAGE};
 pub use docker::{docker_host, DockerMount, DockerSandbox, DockerSettings};
 
+pub use crate::config::SandboxKind;
+
 use super::child_env::ChildEnv;
 use super::process::ProcessGroups;
 use super::task_mark::TaskMark;
-
-/// Where a run's commands run: `sandbox.use`, as config normalised it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxKind {
-    Local,
-    Confined,
-    Docker,
-}
-
-impl SandboxKind {
-    /// The kind a validated `sandbox.use` names; config has refused any other value, so
-    /// whatever is left runs on the host, as it always did.
-    pub fn of(use_: &str) -> Self {
-        match use_ {
-            "confined" => SandboxKind::Confined,
-            "docker" => SandboxKind::Docker,
-            _ => SandboxKind::Local,
-        }
-    }
-
-    /// The name `run_started.sandbox.use` reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxKind::Local => "local",
-            SandboxKind::Confined => "confined",
-            SandboxKind::Docker => "docker",
-        }
-    }
-}
-
-impl std::fmt::Display for SandboxKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl serde::Serialize for SandboxKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
 
 /// One command to run.
 pub struct ExecRequest<'a> {
@@ -164,7 +125,7 @@ mod tests {
             SandboxKind::Confined,
             SandboxKind::Docker,
         ] {
-            assert_eq!(SandboxKind::of(kind.as_str()), kind);
+            assert_eq!(SandboxKind::from_use(kind.as_str()), Some(kind));
             let json = serde_json::to_string(&kind).unwrap();
             assert_eq!(json, format!("\"{kind}\""));
         }
