@@ -196,7 +196,7 @@ fn model_name(m: Option<&str>, lead: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::{AgentOverride, CustomAgent};
-    use crate::tools::registry::tests::Joined;
+    use crate::tools::registry::testing::Joined;
     use std::sync::Arc;
 
     fn inputs(allow_bash: bool, timeout_flag: Option<f64>) -> RegistryInputs<'static> {

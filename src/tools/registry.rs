@@ -100,16 +100,15 @@ impl ToolRegistry {
     }
 }
 
+/// A tool double for the registry tests here and above.
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::model::ToolCall;
-    use crate::model::{BoxFuture, ToolSpec};
+pub(crate) mod testing {
+    use super::Tool;
+    use crate::model::{BoxFuture, ToolCall, ToolSpec};
     use crate::tools::{ToolContext, ToolOutput};
-    use serde_json::json;
 
     /// A tool that joins at start-up, as an MCP server's tool would.
-    pub(crate) struct Joined(pub &'static str);
+    pub struct Joined(pub &'static str);
 
     impl Tool for Joined {
         fn name(&self) -> &str {
@@ -119,13 +118,21 @@ pub(crate) mod tests {
             ToolSpec {
                 name: self.0.into(),
                 description: "joined at start-up".into(),
-                parameters: json!({"type": "object", "properties": {}, "required": []}),
+                parameters: serde_json::json!({"type": "object", "properties": {}, "required": []}),
             }
         }
         fn call<'a>(&'a self, _: &'a ToolCall, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async { ToolOutput::ok("joined") })
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Joined;
+    use super::*;
+    use crate::model::{BoxFuture, ToolCall, ToolSpec};
+    use crate::tools::{ToolContext, ToolOutput};
 
     fn names(tools: &ToolBox) -> Vec<&str> {
         tools.iter().map(|t| t.name()).collect()
