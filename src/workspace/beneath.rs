@@ -774,7 +774,7 @@ pub(crate) mod tests {
             let (_ws, out, root) = setup();
             std::fs::create_dir(root.join("a")).unwrap();
             let stop = Arc::new(AtomicBool::new(false));
-            let flipper = spawn_flipper(&root.join("a"), out.path(), &stop);
+            let flipper = super::testing::spawn_flipper(&root.join("a"), out.path(), &stop);
             let mut written = 0;
             for i in 0..200 {
                 std::thread::yield_now();
@@ -791,11 +791,23 @@ pub(crate) mod tests {
             eprintln!("{r:?}: {written}/200 writes landed inside, {flips} flips");
         }
     }
+}
+
+/// A race double for the tests here and in the file tools.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::ffi::CString;
+    use std::io;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
 
     /// Starts (and returns once it has begun) a thread that atomically exchanges the directory `dir` with a symlink to `outside`
     /// (`renameat2(RENAME_EXCHANGE)`, so the name never goes missing) again and again until
     /// `stop`; it returns how many exchanges it made.
-    pub(crate) fn spawn_flipper(
+    pub fn spawn_flipper(
         dir: &Path,
         outside: &Path,
         stop: &Arc<AtomicBool>,

@@ -242,8 +242,11 @@ mod tests {
         std::fs::create_dir(root.join("a")).unwrap();
         let c = Arc::new(ctx(&root));
         let stop = Arc::new(AtomicBool::new(false));
-        let flipper =
-            crate::workspace::beneath::tests::spawn_flipper(&root.join("a"), outside.path(), &stop);
+        let flipper = crate::workspace::beneath::testing::spawn_flipper(
+            &root.join("a"),
+            outside.path(),
+            &stop,
+        );
         let mut ok = 0;
         for i in 0..200 {
             let args = json!({"path": format!("a/d{}/f{i}.txt", i % 3), "content": "x"});
