@@ -11,6 +11,7 @@ use super::{Auth, Row};
 use crate::model::error_text::redact;
 use crate::model::http::HttpService;
 use crate::model::{CallContext, ModelError};
+use crate::text::without_url_credentials;
 use crate::tools::ToolError;
 
 /// A search answer larger than this is no search answer.
@@ -139,13 +140,15 @@ impl Client<'_> {
         }
         // `bounded` redacted the attempt's errors already; a request that could not even be
         // built went through no attempt.
-        let err = redact(err, self.key);
-        ToolError::failed(self.what, err)
+        let err = redact(err, self.key).to_string();
+        // A `base_url` may carry `user:pass@`; connection errors name the URL (§12).
+        ToolError::failed(self.what, without_url_credentials(&err))
     }
 
     fn prepare(&self, request: Request) -> Result<reqwest::Request, ToolError> {
         let url = format!("{}{}", self.base_url.trim_end_matches('/'), request.path);
         let mut url = reqwest::Url::parse(&url).map_err(|e| {
+            let url = without_url_credentials(&url);
             ToolError::failed(
                 self.what,
                 format!("{}: bad base_url {url}: {e}", self.row.name),

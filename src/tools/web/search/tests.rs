@@ -630,3 +630,20 @@ fn the_spec_offers_query_and_max_results() {
     .unwrap();
     assert_eq!(tool.spec().name, "image_search");
 }
+
+#[tokio::test]
+async fn credentials_in_a_base_url_stay_out_of_errors() {
+    // A port nothing listens on: refused at once, asked again, then the error names the URL.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut e = web("searxng", &format!("http://admin:hunter2@127.0.0.1:{port}"));
+    e.api_key = None;
+    let (status, text) = call(&e, json!({"query": "q"})).await;
+    assert_eq!(status, ToolStatus::Error);
+    assert!(
+        text.starts_with("Error: web search failed: cannot reach searxng: "),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+}
