@@ -6,7 +6,7 @@
 //! most images since 2025-06, `properties.width`/`height`.
 
 use super::hits::{json, Hit};
-use super::{Auth, Kind, Query, Request, Row, SearchBackend};
+use super::{setting, Auth, Kind, Query, Request, Row, SearchBackend};
 
 pub const WEB: Row = Row {
     name: "brave",
@@ -16,13 +16,22 @@ pub const WEB: Row = Row {
     auth: Auth::Header("X-Subscription-Token"),
     key_var: Some("BRAVE_SEARCH_API_KEY"),
     max_count: 20,
-    backend: || Box::new(BraveWeb),
+    settings: &[],
+    backend: |_| Box::new(BraveWeb),
 };
 
 pub const IMAGES: Row = Row {
     kind: Kind::Image,
     max_count: 200,
-    backend: || Box::new(BraveImages),
+    settings: IMAGE_SETTINGS,
+    backend: |settings| {
+        Box::new(BraveImages {
+            params: IMAGE_SETTINGS
+                .iter()
+                .filter_map(|key| Some((*key, setting(settings, key)?)))
+                .collect(),
+        })
+    },
     ..WEB
 };
 
@@ -52,14 +61,21 @@ impl SearchBackend for BraveWeb {
     }
 }
 
-struct BraveImages;
+/// DeerFlow's Brave image keys, sent as the query parameters of the same names.
+const IMAGE_SETTINGS: &[&str] = &["country", "search_lang", "safesearch", "spellcheck"];
+
+struct BraveImages {
+    params: Vec<(&'static str, String)>,
+}
 
 impl SearchBackend for BraveImages {
     fn request(&self, query: &Query) -> Request {
-        Request::get("/res/v1/images/search")
+        let mut request = Request::get("/res/v1/images/search")
             .param("q", &query.text)
             .param("count", query.count)
-            .header("accept", "application/json")
+            .header("accept", "application/json");
+        request.params.extend(self.params.iter().cloned());
+        request
     }
 
     fn parse(&self, body: &[u8]) -> Result<Vec<Hit>, String> {

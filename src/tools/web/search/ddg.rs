@@ -1,5 +1,6 @@
-//! DuckDuckGo's HTML endpoint (no key): `POST {base_url}/html/` with the form field `q`, as
-//! DeerFlow's `ddgs` library sends it. The page lists each result as a `div.result` (ads
+//! DuckDuckGo's HTML endpoint (no key): `POST {base_url}/html/` with the form fields `q`,
+//! `kl` (the entry's `region`) and `kp` (its `safesearch`), as DeerFlow's `ddgs` library sends
+//! them. The page lists each result as a `div.result` (ads
 //! carry `result--ad`) with its link in `a.result__a` — the target itself, or DuckDuckGo's
 //! redirect `//duckduckgo.com/l/?uddg=TARGET` — and its snippet in `.result__snippet`; a
 //! query without results shows `.no-results`, a suspected bot the `anomaly-modal` check.
@@ -7,7 +8,7 @@
 use dom_query::{Document, Selection};
 
 use super::hits::Hit;
-use super::{Auth, Kind, Query, Request, Row, SearchBackend};
+use super::{setting, Auth, Kind, Query, Request, Row, SearchBackend};
 
 pub const ROW: Row = Row {
     name: "duckduckgo",
@@ -18,14 +19,42 @@ pub const ROW: Row = Row {
     key_var: None,
     // One page (about 10 results on the HTML endpoint); the count is not sent.
     max_count: usize::MAX,
-    backend: || Box::new(DuckDuckGo),
+    settings: &["region", "safesearch"],
+    backend: |settings| {
+        Box::new(DuckDuckGo {
+            region: setting(settings, "region"),
+            safesearch: setting(settings, "safesearch").and_then(|s| kp(&s)),
+        })
+    },
 };
 
-struct DuckDuckGo;
+struct DuckDuckGo {
+    /// DeerFlow's `region` (`wt-wt`, `us-en`, …), the form's `kl`.
+    region: Option<String>,
+    /// DeerFlow's `safesearch`, the form's `kp`.
+    safesearch: Option<&'static str>,
+}
+
+/// `on`, `moderate`, `off` as the HTML endpoint's `kp` spells them (as `ddgs` sends them).
+fn kp(level: &str) -> Option<&'static str> {
+    match level.to_ascii_lowercase().as_str() {
+        "on" | "strict" => Some("1"),
+        "moderate" => Some("-1"),
+        "off" => Some("-2"),
+        _ => None,
+    }
+}
 
 impl SearchBackend for DuckDuckGo {
     fn request(&self, query: &Query) -> Request {
-        Request::post_form("/html/", vec![("q", query.text.clone())]).header("accept", "text/html")
+        let mut form = vec![("q", query.text.clone())];
+        if let Some(region) = &self.region {
+            form.push(("kl", region.clone()));
+        }
+        if let Some(kp) = self.safesearch {
+            form.push(("kp", kp.to_string()));
+        }
+        Request::post_form("/html/", form).header("accept", "text/html")
     }
 
     fn parse(&self, body: &[u8]) -> Result<Vec<Hit>, String> {

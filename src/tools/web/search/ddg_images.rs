@@ -19,7 +19,8 @@ pub const ROW: Row = Row {
     key_var: None,
     // One page (100 images); the count is not sent.
     max_count: usize::MAX,
-    backend: || Box::new(DuckDuckGoImages),
+    settings: &[],
+    backend: |_| Box::new(DuckDuckGoImages),
 };
 
 struct DuckDuckGoImages;

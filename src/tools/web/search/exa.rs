@@ -1,12 +1,13 @@
 //! Exa: `POST {base_url}/search` with the key in `x-api-key`; the body's `query`,
-//! `numResults`, `type` (`auto`) and `contents.highlights` (what DeerFlow asks for), the
+//! `numResults`, `type` (the entry's `search_type`, else `auto`) and
+//! `contents.highlights.maxCharacters` (`contents_max_characters`, else 1000), as DeerFlow asks; the
 //! answer's `results[]` with `title`, `url` and `highlights[]` (or `text`, `summary`)
 //! (exa.ai/docs/reference/search).
 
 use serde_json::{json, Value};
 
 use super::hits::{json, Hit};
-use super::{Auth, Kind, Query, Request, Row, SearchBackend};
+use super::{setting, Auth, Kind, Query, Request, Row, SearchBackend};
 
 pub const ROW: Row = Row {
     name: "exa",
@@ -16,13 +17,27 @@ pub const ROW: Row = Row {
     auth: Auth::Header("x-api-key"),
     key_var: Some("EXA_API_KEY"),
     max_count: 100,
-    backend: || Box::new(Exa),
+    settings: &["search_type", "contents_max_characters"],
+    backend: |settings| {
+        Box::new(Exa {
+            search_type: setting(settings, "search_type").unwrap_or_else(|| "auto".into()),
+            highlight_chars: setting(settings, "contents_max_characters")
+                .and_then(|n| n.parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(HIGHLIGHT_CHARS),
+        })
+    },
 };
 
-/// Characters of highlights per result: a snippet, not the page.
-const HIGHLIGHT_CHARS: u32 = 1000;
+/// Characters of highlights per result: a snippet, not the page (DeerFlow's default for
+/// `contents_max_characters`).
+const HIGHLIGHT_CHARS: u64 = 1000;
 
-struct Exa;
+struct Exa {
+    /// DeerFlow's `search_type`: `auto`, `neural`, `keyword`, …
+    search_type: String,
+    highlight_chars: u64,
+}
 
 impl SearchBackend for Exa {
     fn request(&self, query: &Query) -> Request {
@@ -31,8 +46,8 @@ impl SearchBackend for Exa {
             json!({
                 "query": query.text,
                 "numResults": query.count,
-                "type": "auto",
-                "contents": {"highlights": {"maxCharacters": HIGHLIGHT_CHARS}},
+                "type": self.search_type,
+                "contents": {"highlights": {"maxCharacters": self.highlight_chars}},
             }),
         )
     }

@@ -16,7 +16,8 @@ pub const ROW: Row = Row {
     auth: Auth::Bearer,
     key_var: Some("FIRECRAWL_API_KEY"),
     max_count: 100,
-    backend: || Box::new(Firecrawl),
+    settings: &[],
+    backend: |_| Box::new(Firecrawl),
 };
 
 struct Firecrawl;

@@ -97,7 +97,24 @@ pub struct Row {
     pub key_var: Option<&'static str>,
     /// The most results the service hands out per request.
     pub max_count: usize,
-    pub backend: fn() -> Box<dyn SearchBackend>,
+    /// The entry's own keys this service reads (DeerFlow's, such as Exa's `search_type`),
+    /// from [`WebEntry::extra`]; any other key of the entry is not read.
+    pub settings: &'static [&'static str],
+    pub backend: fn(&Settings) -> Box<dyn SearchBackend>,
+}
+
+/// A backend's keys from its entry ([`WebEntry::extra`]).
+pub type Settings = serde_json::Map<String, serde_json::Value>;
+
+/// A setting as the text a request carries: strings as they are, numbers and flags written
+/// out, anything else absent.
+pub fn setting(settings: &Settings, key: &str) -> Option<String> {
+    match settings.get(key)? {
+        serde_json::Value::String(s) => Some(s.trim().to_string()).filter(|s| !s.is_empty()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 /// Every service deerflow serves, per tool.
@@ -140,6 +157,13 @@ pub fn row_for(entry: &WebEntry) -> Option<&'static Row> {
 /// for the configuration to check and `--web` to pick a backend by.
 pub fn key_var(entry: &WebEntry) -> Option<&'static str> {
     row_for(entry).and_then(|row| row.key_var)
+}
+
+/// The keys of `entry` besides the common ones (`api_key`, `base_url`, `max_results`,
+/// `timeout`, …) that its service reads, so the configuration can tell the others apart
+/// (`config_ignored`).
+pub fn settings_read(entry: &WebEntry) -> &'static [&'static str] {
+    row_for(entry).map_or(&[], |row| row.settings)
 }
 
 /// The `web_search` or `image_search` tool `entry` asks for, or `None` when its `use:` names

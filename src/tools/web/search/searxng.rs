@@ -14,7 +14,8 @@ pub const ROW: Row = Row {
     key_var: None,
     // One page of ~20; SearXNG takes no count.
     max_count: usize::MAX,
-    backend: || Box::new(Searxng),
+    settings: &[],
+    backend: |_| Box::new(Searxng),
 };
 
 struct Searxng;

@@ -17,12 +17,14 @@ pub const WEB: Row = Row {
     key_var: Some("SERPER_API_KEY"),
     // DeerFlow's cap for Serper.
     max_count: 10,
-    backend: || Box::new(SerperWeb),
+    settings: &[],
+    backend: |_| Box::new(SerperWeb),
 };
 
 pub const IMAGES: Row = Row {
     kind: Kind::Image,
-    backend: || Box::new(SerperImages),
+    settings: &[],
+    backend: |_| Box::new(SerperImages),
     ..WEB
 };
 

@@ -15,7 +15,8 @@ pub const ROW: Row = Row {
     auth: Auth::Bearer,
     key_var: Some("TAVILY_API_KEY"),
     max_count: 20,
-    backend: || Box::new(Tavily),
+    settings: &[],
+    backend: |_| Box::new(Tavily),
 };
 
 struct Tavily;

@@ -647,3 +647,55 @@ async fn credentials_in_a_base_url_stay_out_of_errors() {
     );
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+#[tokio::test]
+async fn deerflow_backend_keys_reach_the_request() {
+    let set = |e: &mut WebEntry, pairs: Value| {
+        e.extra = pairs.as_object().unwrap().clone();
+    };
+    // Exa: `search_type` and `contents_max_characters` (a `$VAR` makes the latter a string).
+    let mut exa = web("exa", "x");
+    set(
+        &mut exa,
+        json!({"search_type": "neural", "contents_max_characters": "500"}),
+    );
+    assert_eq!(
+        settings_read(&exa),
+        ["search_type", "contents_max_characters"]
+    );
+    let (seen, ..) = exchange(exa, vec![ok(json!({"results": []}))], json!({"query": "q"})).await;
+    assert_eq!(body(&seen[0])["type"], "neural");
+    assert_eq!(
+        body(&seen[0])["contents"]["highlights"]["maxCharacters"],
+        500
+    );
+    // Brave images: the entry's country, language, safe search and spellcheck.
+    let mut brave = images("brave", "x");
+    set(
+        &mut brave,
+        json!({"country": "US", "safesearch": "strict", "spellcheck": true, "other": 1}),
+    );
+    let (seen, ..) = exchange(
+        brave,
+        vec![ok(json!({"results": []}))],
+        json!({"query": "q"}),
+    )
+    .await;
+    assert!(
+        seen[0].head.starts_with(
+            "GET /res/v1/images/search?q=q&count=3&country=US&safesearch=strict&spellcheck=true "
+        ),
+        "{}",
+        seen[0].head
+    );
+    // DuckDuckGo: `region` and `safesearch` as the form's `kl` and `kp`.
+    let mut ddg = web("ddg_search", "x");
+    ddg.api_key = None;
+    set(&mut ddg, json!({"region": "us-en", "safesearch": "off"}));
+    let none = r#"<html><body><div class="no-results">No results.</div></body></html>"#;
+    let (seen, status, _) =
+        exchange(ddg, vec![html(200, none)], json!({"query": "rust async"})).await;
+    assert_eq!(status, ToolStatus::Ok);
+    assert_eq!(seen[0].body, "q=rust+async&kl=us-en&kp=-2");
+    assert!(settings_read(&web("tavily", "x")).is_empty());
+}

@@ -49,7 +49,7 @@ impl SearchTool {
         Self {
             name: entry.name.clone(),
             row,
-            backend: (row.backend)(),
+            backend: (row.backend)(&entry.extra),
             base_url: entry
                 .base_url
                 .clone()
