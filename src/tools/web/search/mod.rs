@@ -139,14 +139,16 @@ pub fn row_for(entry: &WebEntry) -> Option<&'static Row> {
         Some((m, f)) => (m, Some(f.trim())),
         None => (entry.use_path.as_str(), None),
     };
-    let kind = [Kind::Web, Kind::Image]
-        .into_iter()
-        .find(|k| function.is_some_and(|f| f.strip_suffix("_tool") == Some(k.tool_name())))
-        .or_else(|| {
-            [Kind::Web, Kind::Image]
-                .into_iter()
-                .find(|k| entry.name == k.tool_name())
-        })?;
+    // A function that is not a search tool (`…:web_fetch_tool`) is not served here.
+    let named = |name: &str| {
+        [Kind::Web, Kind::Image]
+            .into_iter()
+            .find(|k| k.tool_name() == name)
+    };
+    let kind = match function {
+        Some(f) => named(f.strip_suffix("_tool")?)?,
+        None => named(&entry.name)?,
+    };
     let packages: Vec<&str> = module.trim().split('.').collect();
     BACKENDS
         .iter()
