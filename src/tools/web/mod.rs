@@ -3,5 +3,6 @@
 //! the network guard every fetched URL goes through.
 
 pub mod entry;
+pub mod search;
 
 pub use entry::WebEntry;
