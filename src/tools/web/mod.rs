@@ -3,5 +3,7 @@
 //! the network guard every fetched URL goes through.
 
 pub mod entry;
+pub mod fetch;
+pub mod guard;
 
 pub use entry::WebEntry;
