@@ -41,6 +41,9 @@ pub struct Guard {
     /// connection pinned to them) but not checked.
     pub allow_private: bool,
     resolver: Arc<dyn Resolve>,
+    /// Which addresses may be reached: [`is_global`]; a test lets its own server's address
+    /// pass as public to check what the guard does after it (a redirect to loopback).
+    reachable: fn(IpAddr) -> bool,
 }
 
 impl Guard {
@@ -52,7 +55,15 @@ impl Guard {
         Self {
             allow_private,
             resolver,
+            reachable: is_global,
         }
+    }
+
+    /// This guard with `reachable` deciding instead of [`is_global`].
+    #[cfg(test)]
+    pub(crate) fn with_policy(mut self, reachable: fn(IpAddr) -> bool) -> Self {
+        self.reachable = reachable;
+        self
     }
 
     /// The addresses `url` may be reached at, all of them checked; the connection must go to
@@ -70,7 +81,7 @@ impl Guard {
                 self.resolve(&shown, port).await?
             }
         };
-        if !self.allow_private && addrs.iter().any(|a| !is_global(a.ip())) {
+        if !self.allow_private && addrs.iter().any(|a| !(self.reachable)(a.ip())) {
             return Err(denied(&shown));
         }
         Ok(addrs)
@@ -226,4 +237,4 @@ fn is_global_v6(ip: Ipv6Addr) -> bool {
 
 #[cfg(test)]
 #[path = "guard_tests.rs"]
-mod tests;
+pub(crate) mod tests;
