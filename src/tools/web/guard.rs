@@ -14,6 +14,9 @@ use reqwest::Url;
 use crate::model::BoxFuture;
 use crate::tools::ToolError;
 
+/// How long a lookup may take: getaddrinfo has no bound of its own a caller can set.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Looks a host name up. The system's resolver in a run; a table in tests, so a name can
 /// resolve to what a test needs without any lookup leaving the machine.
 pub trait Resolve: Send + Sync {
@@ -89,10 +92,10 @@ impl Guard {
 
     async fn resolve(&self, name: &str, port: u16) -> Result<Vec<SocketAddr>, ToolError> {
         let cannot = |e: &dyn std::fmt::Display| ToolError::cannot("resolve", name, e);
-        let addrs = self
-            .resolver
-            .lookup(name, port)
+        let lookup = tokio::time::timeout(LOOKUP_TIMEOUT, self.resolver.lookup(name, port));
+        let addrs = lookup
             .await
+            .map_err(|_| cannot(&"no answer within 10 s"))?
             .map_err(|e| cannot(&e))?;
         if addrs.is_empty() {
             return Err(cannot(&"no address"));

@@ -98,10 +98,18 @@ pub struct WebFetchTool {
 impl WebFetchTool {
     async fn run(&self, raw: &str, ctx: &CallContext) -> Result<Page, ToolError> {
         let url = check_url(raw)?;
-        if self.backend.remote() {
-            self.guard.admit(&url).await?;
+        let fetch = async {
+            if self.backend.remote() {
+                self.guard.admit(&url).await?;
+            }
+            self.backend.fetch(&url, ctx).await
+        };
+        // A lookup or a body being read stops with the agent, not only between retries.
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => Err(ToolError::Message("the fetch was cancelled".into())),
+            page = fetch => page,
         }
-        self.backend.fetch(&url, ctx).await
     }
 }
 

@@ -597,3 +597,33 @@ fn only_the_served_backends_are_built() {
         assert!(build(&entry(not, false)).is_none(), "{not}");
     }
 }
+
+/// A cancelled agent's fetch ends at once, even in the middle of a body that stalls.
+#[tokio::test]
+async fn a_cancelled_fetch_ends_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let head =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nstart";
+        let _ = socket.write_all(head.as_bytes()).await;
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    });
+    let direct = tool(&entry("direct", true), Guard::new(true));
+    let dir = tempfile::tempdir().unwrap();
+    let c = ctx(dir.path());
+    let cancel = c.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let started = std::time::Instant::now();
+    let (status, out) = run(direct.as_ref(), &c, json!({ "url": base })).await;
+    assert_eq!(
+        (status, out.as_str()),
+        (ToolStatus::Error, "Error: the fetch was cancelled")
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}
