@@ -174,13 +174,13 @@ impl Remote {
         .await
     }
 
-    fn parse(&self, url: &Url, body: &[u8]) -> Result<Page, String> {
+    fn parse(&self, url: &Url, body: &[u8]) -> Result<Page, Problem> {
         let text = String::from_utf8_lossy(body);
         if self.service == Service::Jina {
             return Ok(jina_page(url.as_str(), &text));
         }
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| format!("the answer is not JSON ({e})"))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| Problem::Malformed(format!("the answer is not JSON ({e})")))?;
         match self.service {
             Service::Firecrawl => firecrawl_page(url.as_str(), &v),
             Service::Exa => exa_page(url.as_str(), &v),
@@ -210,13 +210,28 @@ impl FetchBackend for Remote {
                 .call(url, ctx)
                 .await
                 .map_err(|e| ToolError::Message(e.to_string()))?;
-            self.parse(url, &body).map_err(|why| {
-                ToolError::Message(format!(
-                    "{} returned a malformed answer: {why}",
-                    self.name()
-                ))
+            self.parse(url, &body).map_err(|problem| {
+                let name = self.name();
+                ToolError::Message(match problem {
+                    Problem::Failed(why) => format!("{name} could not read the page: {why}"),
+                    Problem::Malformed(why) => format!("{name} returned a malformed answer: {why}"),
+                })
             })
         })
+    }
+}
+
+/// Why a service's answer gave no page.
+enum Problem {
+    /// The service says it could not read the page.
+    Failed(String),
+    /// The answer is not what the service documents.
+    Malformed(String),
+}
+
+impl Problem {
+    fn missing(field: &str) -> Self {
+        Problem::Malformed(format!("no {field}"))
     }
 }
 
@@ -265,13 +280,15 @@ fn jina_page(url: &str, text: &str) -> Page {
 }
 
 /// `{"success": true, "data": {"markdown": …, "metadata": {"title", "sourceURL"}}}`.
-fn firecrawl_page(url: &str, v: &Value) -> Result<Page, String> {
+fn firecrawl_page(url: &str, v: &Value) -> Result<Page, Problem> {
     if v["success"] == Value::Bool(false) {
         let error = v["error"].as_str().unwrap_or("no details");
-        return Err(format!("it failed: {error}"));
+        return Err(Problem::Failed(error.to_string()));
     }
     let data = &v["data"];
-    let markdown = data["markdown"].as_str().ok_or("no data.markdown")?;
+    let markdown = data["markdown"]
+        .as_str()
+        .ok_or(Problem::missing("data.markdown"))?;
     let meta = &data["metadata"];
     let source = meta["sourceURL"]
         .as_str()
@@ -285,15 +302,17 @@ fn firecrawl_page(url: &str, v: &Value) -> Result<Page, String> {
 }
 
 /// `{"results": [{"url", "title", "text"}], "statuses": [{"status": "error", "error": …}]}`.
-fn exa_page(url: &str, v: &Value) -> Result<Page, String> {
+fn exa_page(url: &str, v: &Value) -> Result<Page, Problem> {
     let Some(first) = v["results"].as_array().and_then(|r| r.first()) else {
         let status = v["statuses"][0]["error"]["tag"]
             .as_str()
             .or(v["statuses"][0]["status"].as_str())
             .unwrap_or("no results");
-        return Err(format!("it could not read the page ({status})"));
+        return Err(Problem::Failed(status.to_string()));
     };
-    let text = first["text"].as_str().ok_or("no results[0].text")?;
+    let text = first["text"]
+        .as_str()
+        .ok_or(Problem::missing("results[0].text"))?;
     let source = first["url"].as_str().unwrap_or(url);
     Ok(Page::new(
         source,
@@ -303,11 +322,11 @@ fn exa_page(url: &str, v: &Value) -> Result<Page, String> {
 }
 
 /// `{"url": …, "markdown": …, "success": true}`.
-fn crawl4ai_page(url: &str, v: &Value) -> Result<Page, String> {
+fn crawl4ai_page(url: &str, v: &Value) -> Result<Page, Problem> {
     if v["success"] == Value::Bool(false) {
-        return Err("it failed".into());
+        return Err(Problem::Failed("no details".into()));
     }
-    let markdown = v["markdown"].as_str().ok_or("no markdown")?;
+    let markdown = v["markdown"].as_str().ok_or(Problem::missing("markdown"))?;
     let source = v["url"].as_str().unwrap_or(url);
     Ok(Page::new(source, None, markdown.trim().to_string()))
 }
