@@ -236,7 +236,13 @@ impl FetchBackend for Direct {
                 .map(String::from);
             let (body, cut) = self.read(response).await?;
             let marker = cut.then_some(CUT_MARKER);
-            convert::page(&redacted(&last), content_type.as_deref(), &body, marker)
+            let shown = redacted(&last);
+            // Parsing and scoring up to 10 MiB of HTML is CPU work: off the runtime's thread,
+            // which every agent of the run shares.
+            let convert = move || convert::page(&shown, content_type.as_deref(), &body, marker);
+            tokio::task::spawn_blocking(convert)
+                .await
+                .map_err(|e| ToolError::failed("reading the page", e))?
         })
     }
 }
