@@ -191,7 +191,7 @@ mod policy;
 mod service;
 
 pub use call::StreamCall;
-pub use policy::refused_redirect;
+pub use policy::{outbound_client, redact_url, refused_redirect};
 pub use service::{HttpService, Timeouts};
 
 #[cfg(test)]

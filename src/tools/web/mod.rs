@@ -3,6 +3,8 @@
 //! the network guard every fetched URL goes through.
 
 pub mod entry;
+pub mod fetch;
+pub mod guard;
 pub mod search;
 
 pub use entry::WebEntry;
