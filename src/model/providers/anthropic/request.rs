@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::max_tokens;
+use crate::model::image::Image;
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
 /// The body of one `POST /v1/messages`: what deerflow writes, typed. A key of the model's
@@ -83,8 +84,27 @@ enum OwnBlock<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: &'a str,
+        content: ResultContent<'a>,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
+}
+
+/// A tool result's content: its text, or its text and the images it showed.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'static str,
+    data: &'a str,
 }
 
 /// A prompt-cache breakpoint, written after the block's own keys.
@@ -293,7 +313,7 @@ fn wire_messages(messages: &[Message]) -> Vec<WireMessage<'_>> {
             } => {
                 let block = Block::own(OwnBlock::ToolResult {
                     tool_use_id: call_id,
-                    content,
+                    content: ResultContent::Text(content),
                 });
                 if let Some(blocks) = last_user_blocks(&mut out) {
                     blocks.push(block);
@@ -304,9 +324,65 @@ fn wire_messages(messages: &[Message]) -> Vec<WireMessage<'_>> {
                     });
                 }
             }
+            Message::Images { call_id, images } => {
+                attach_images(&mut out, call_id.as_deref(), images)
+            }
         }
     }
     out
+}
+
+/// Puts images where Anthropic takes them: inside the `tool_result` of the call that showed
+/// them, else (the task's) at the end of the last user message.
+fn attach_images<'a>(out: &mut Vec<WireMessage<'a>>, call_id: Option<&str>, images: &'a [Image]) {
+    let blocks = images.iter().map(|image| {
+        Block::own(OwnBlock::Image {
+            source: ImageSource {
+                kind: "base64",
+                media_type: image.mime(),
+                data: image.base64(),
+            },
+        })
+    });
+    if let (Some(id), Some(user)) = (call_id, last_user_blocks(out)) {
+        let result = user.iter_mut().rev().find_map(|b| match b {
+            Block::Own {
+                block:
+                    OwnBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                    },
+                ..
+            } if *tool_use_id == id => Some(content),
+            _ => None,
+        });
+        if let Some(content) = result {
+            if let ResultContent::Text(text) = *content {
+                *content = ResultContent::Blocks(vec![Block::own(OwnBlock::Text { text })]);
+            }
+            if let ResultContent::Blocks(inner) = content {
+                inner.extend(blocks);
+            }
+            return;
+        }
+    }
+    match out.last_mut() {
+        Some(WireMessage {
+            role: Role::User,
+            content,
+        }) => {
+            if let Content::Text(text) = *content {
+                *content = Content::Blocks(vec![Block::own(OwnBlock::Text { text })]);
+            }
+            if let Content::Blocks(inner) = content {
+                inner.extend(blocks);
+            }
+        }
+        _ => out.push(WireMessage {
+            role: Role::User,
+            content: Content::Blocks(blocks.collect()),
+        }),
+    }
 }
 
 /// The blocks of the last message when it is a user message of blocks.
