@@ -65,6 +65,13 @@ impl History {
         }
     }
 
+    /// A history that starts with the task and the images attached to it (`--image`).
+    pub fn with_images(first: Message, images: Vec<Image>) -> Self {
+        let mut history = Self::new(first);
+        history.push_images(None, images);
+        history
+    }
+
     /// Set once the history was compacted: its second message is then the summary.
     pub fn compacted(&self) -> Option<&Compacted> {
         self.compacted.as_ref()

@@ -246,9 +246,12 @@ fn decode(bytes: &[u8], format: Format) -> Result<DynamicImage, ImageError> {
     reader.decode().map_err(decode_error)
 }
 
+/// An image re-encoded to fit: its format, bytes and size.
+type Fitted = (Format, Vec<u8>, (u32, u32));
+
 /// Scales the frame into [`MAX_SIDE`] and encodes it under [`MAX_ENCODED`]: a JPEG stays a
 /// JPEG, anything else becomes a PNG, or a JPEG when its PNG is too large.
-fn fit(mut frame: DynamicImage, from: Format) -> Result<(Format, Vec<u8>, (u32, u32)), ImageError> {
+fn fit(mut frame: DynamicImage, from: Format) -> Result<Fitted, ImageError> {
     let mut side = MAX_SIDE;
     loop {
         if frame.width() > side || frame.height() > side {

@@ -4,6 +4,9 @@
 //! run builds fresh effective values.
 
 use crate::config::SubagentsConfig;
+use std::sync::Arc;
+
+use crate::tools::fs::{ViewImageTool, VIEW_IMAGE};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::ToolBox;
 
@@ -183,6 +186,16 @@ fn layer(mut t: SubagentType, cfg: &SubagentsConfig, inp: &RegistryInputs) -> Su
 /// `deerflow agents` shows the same.
 pub fn subagent_tools(t: &SubagentType, registry: &ToolRegistry) -> ToolBox {
     registry.for_subagent(t.tools.as_deref(), &t.disallowed_tools)
+}
+
+/// [`subagent_tools`], with `view_image` when the type's model takes images (`vision`)
+/// and its deny-list does not name it (DeerFlow adds it to every agent on such a model).
+pub fn subagent_tools_seeing(t: &SubagentType, registry: &ToolRegistry, vision: bool) -> ToolBox {
+    let mut tools = subagent_tools(t, registry);
+    if vision && !t.disallowed_tools.iter().any(|n| n == VIEW_IMAGE) {
+        tools.push(Arc::new(ViewImageTool));
+    }
+    tools
 }
 
 fn model_name(m: Option<&str>, lead: &str) -> String {
