@@ -360,6 +360,29 @@ mod tests {
     }
 
     #[test]
+    fn view_image_joins_a_type_whose_model_sees_unless_denied() {
+        let mut cfg = SubagentsConfig::default();
+        cfg.custom_agents.insert("reader".into(), custom(None));
+        let denied = CustomAgent {
+            disallowed_tools: vec![VIEW_IMAGE.into()],
+            ..custom(None)
+        };
+        cfg.custom_agents.insert("blind".into(), denied);
+        let (types, _) = effective_types(&cfg, &inputs(false, None));
+        let registry = ToolRegistry::builtin(false);
+        let names = |name: &str, vision: bool| -> Vec<String> {
+            subagent_tools_seeing(find(&types, name), &registry, vision)
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect()
+        };
+        assert_eq!(names("reader", true), ["read_file", VIEW_IMAGE]);
+        assert_eq!(names("reader", false), ["read_file"]);
+        assert_eq!(names("blind", true), ["read_file"]);
+        assert!(names("general-purpose", true).contains(&VIEW_IMAGE.to_string()));
+    }
+
+    #[test]
     fn unknown_and_lead_only_tool_names_warn_per_agent() {
         let mut cfg = SubagentsConfig::default();
         let agent = |tools: Option<&[&str]>| CustomAgent {
