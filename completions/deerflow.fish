@@ -56,6 +56,7 @@ always\t''
 never\t''"
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l thinking -d 'Extended thinking / reasoning for models with supports_thinking [default: the model\'s default, on]' -r -f -a "on\t''
 off\t''"
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l image -d 'Attach an image (PNG, JPEG, GIF or WebP) to the task; the model needs supports_vision: true; repeatable' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l json -d 'NDJSON events on stdout; nothing else goes to stdout'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l allow-bash -d 'Allow the bash tool and the bash sub-agent on the host'

@@ -54,6 +54,7 @@ _arguments "${_arguments_options[@]}" : \
 '*--mcp-config=[MCP servers from a JSON file with an \`mcpServers\` object (Claude Code'\''s .mcp.json); repeatable, later files win per server name]:FILE:_files' \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \
 '--thinking=[Extended thinking / reasoning for models with supports_thinking \[default\: the model'\''s default, on\]]:on|off:(on off)' \
+'*--image=[Attach an image (PNG, JPEG, GIF or WebP) to the task; the model needs supports_vision\: true; repeatable]:FILE:_files' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[NDJSON events on stdout; nothing else goes to stdout]' \

@@ -101,8 +101,13 @@ fn message_chars(m: &Message) -> usize {
                     .sum::<usize>()
         }
         Message::Tool { content, .. } => content.chars().count(),
+        // Providers count an image as about 1,500 tokens at the size deerflow sends.
+        Message::Images { images, .. } => images.len() * IMAGE_CHARS,
     }
 }
+
+/// What an image counts as in the estimate, in characters.
+const IMAGE_CHARS: usize = 1_500 * CHARS_PER_TOKEN;
 
 /// Whether a trigger fires for a request of `tokens` tokens and `messages` messages.
 pub fn fires(triggers: &[Size], tokens: u64, messages: usize, limits: ModelLimits) -> bool {
@@ -136,7 +141,13 @@ pub fn split_point(
         },
     };
     split = split.max(first_summarized);
-    while split < len && matches!(messages[split], Message::Tool { .. }) {
+    // Images belong to the result (or task) before them, like a result to its call.
+    while split < len
+        && matches!(
+            messages[split],
+            Message::Tool { .. } | Message::Images { .. }
+        )
+    {
         split -= 1;
     }
     (split > first_summarized).then_some(split)
@@ -241,6 +252,8 @@ pub fn transcript(earlier: Option<&str>, messages: &[Message], max_chars: usize)
                 "[result of {name} (id {call_id})]\n{}\n\n",
                 part(content)
             )),
+            // A summary call gets no image (contract §14); the result's text names it.
+            Message::Images { .. } => {}
         }
     }
     cut(s.trim_end(), max_chars, Keep::Middle).marked(0)

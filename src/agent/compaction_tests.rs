@@ -310,3 +310,30 @@ fn the_transcript_fits_half_the_context_window() {
         "never below the floor"
     );
 }
+
+#[test]
+fn a_summary_gets_no_image_and_the_kept_part_never_starts_with_one() {
+    use crate::model::image::test_png;
+    let images = Message::Images {
+        call_id: Some("v".into()),
+        images: vec![test_png(3, 2)],
+    };
+    let m = vec![
+        user("task"),
+        assistant(&[("v", "view_image")]),
+        result("v", "Image read: a.png (3x2)"),
+        images.clone(),
+        user("next"),
+    ];
+    let t = transcript(None, &m[1..], 100_000);
+    assert!(t.contains("Image read: a.png (3x2)"), "{t}");
+    assert!(!t.contains("iVBOR") && !t.contains("Image("), "{t}");
+    // Keeping the last two messages would start at the image: its result and call go with it.
+    assert_eq!(split_point(&m, Size::Messages(2), window(1000), 1), None);
+    assert_eq!(
+        split_point(&m[..4], Size::Messages(1), window(1000), 0),
+        Some(1)
+    );
+    // An image counts in the estimate like about 1,500 tokens.
+    assert!(estimate_tokens(&[images], 0) >= 1_500);
+}

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::events::Event;
+use crate::model::image::Image;
 use crate::model::{
     AgentId, BoxFuture, ChatModel, ChatRequest, Lineage, Message, ModelError, ModelLimits,
     ModelResponse, ToolCall, Usage,
@@ -64,6 +65,13 @@ impl History {
         }
     }
 
+    /// A history that starts with the task and the images attached to it (`--image`).
+    pub fn with_images(first: Message, images: Vec<Image>) -> Self {
+        let mut history = Self::new(first);
+        history.push_images(None, images);
+        history
+    }
+
     /// Set once the history was compacted: its second message is then the summary.
     pub fn compacted(&self) -> Option<&Compacted> {
         self.compacted.as_ref()
@@ -84,6 +92,42 @@ impl History {
     pub fn push(&mut self, m: Message) {
         // Copies only if a request still holds the history (it does not after a call ends).
         Arc::make_mut(&mut self.messages).push(m);
+    }
+
+    /// Adds images shown with the message before them, then keeps only the
+    /// [`MAX_IMAGES`] newest of the history: older ones leave it (their tool result's
+    /// `Image read` line stays).
+    pub fn push_images(&mut self, call_id: Option<String>, images: Vec<Image>) {
+        if images.is_empty() {
+            return;
+        }
+        self.push(Message::Images { call_id, images });
+        let mut newer = 0;
+        let mut over = Vec::new();
+        for (at, m) in self.messages.iter().enumerate().rev() {
+            if let Message::Images { images, .. } = m {
+                let keep = MAX_IMAGES.saturating_sub(newer).min(images.len());
+                newer += images.len();
+                if keep < images.len() {
+                    over.push((at, keep));
+                }
+            }
+        }
+        if let Some(&(oldest, _)) = over.last() {
+            self.changing(oldest);
+        }
+        let messages = Arc::make_mut(&mut self.messages);
+        // From the newest: removing a message leaves the places of older ones as they were.
+        for (at, keep) in over {
+            match &mut messages[at] {
+                Message::Images { images, .. } if keep > 0 => {
+                    images.drain(..images.len() - keep);
+                }
+                _ => {
+                    messages.remove(at);
+                }
+            }
+        }
     }
 
     /// Notes how the `task` call `call_id`, whose result is in the messages, ended.
@@ -145,6 +189,9 @@ impl History {
         self.sent = 0;
     }
 }
+
+/// The images an agent's history keeps (contract §14).
+pub const MAX_IMAGES: usize = 5;
 
 /// What a context policy knows before a model call.
 #[derive(Clone, Copy)]
@@ -214,6 +261,53 @@ impl ContextPolicy for KeepAll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_five_newest_images_stay() {
+        use crate::model::image::test_png;
+        let mut h = History::new(Message::User("task".into()));
+        h.push_images(None, vec![test_png(1, 1)]);
+        for i in 0..3 {
+            h.push(Message::Tool {
+                call_id: format!("c{i}"),
+                name: "view_image".into(),
+                content: format!("Image read: {i}.png (2x{i})"),
+            });
+        }
+        h.push_images(Some("c0".into()), vec![test_png(2, 1), test_png(2, 2)]);
+        h.push_images(Some("c1".into()), vec![test_png(2, 3)]);
+        let (_, before) = h.for_request();
+        let count = |h: &History| -> Vec<(Option<String>, usize)> {
+            h.messages()
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Images { call_id, images } => Some((call_id.clone(), images.len())),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(count(&h).iter().map(|c| c.1).sum::<usize>(), 4);
+        // The sixth image: the task's, the oldest, leaves.
+        h.push_images(Some("c2".into()), vec![test_png(2, 4), test_png(2, 5)]);
+        assert_eq!(
+            count(&h),
+            [
+                (Some("c0".into()), 2),
+                (Some("c1".into()), 1),
+                (Some("c2".into()), 2)
+            ]
+        );
+        assert!(matches!(h.messages()[1], Message::Tool { .. }));
+        // A sent message changed: the history is a new lineage.
+        assert_ne!(h.for_request().1, before);
+        // One more: the oldest group keeps its newer image.
+        h.push_images(Some("c2".into()), vec![test_png(2, 6)]);
+        assert_eq!(count(&h)[0], (Some("c0".into()), 1));
+        let Message::Images { images, .. } = &h.messages()[4] else {
+            panic!("{:?}", h.messages());
+        };
+        assert_eq!(images[0].size(), (2, 2));
+    }
 
     #[test]
     fn pushing_after_a_request_ended_does_not_copy() {

@@ -39,6 +39,9 @@ struct Setup {
     /// Tools besides the recording `echo`.
     tools: crate::tools::ToolBox,
     stops: crate::model::StopRules,
+    /// Files written into the workspace before the run.
+    files: Vec<(&'static str, Vec<u8>)>,
+    task_images: Vec<crate::model::image::Image>,
 }
 
 impl Setup {
@@ -54,11 +57,16 @@ impl Setup {
             output_schema: None,
             tools: Vec::new(),
             stops: Default::default(),
+            files: Vec::new(),
+            task_images: Vec::new(),
         }
     }
 
     async fn run(self) -> Outcome {
         let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in &self.files {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
         let model = Arc::new(Script::new(self.script).with_limits(self.limits));
         let (events, writer, seen) = Capture::start();
         let tool_calls = Arc::new(Mutex::new(Vec::new()));
@@ -94,6 +102,7 @@ impl Setup {
             }),
             progress: Arc::new(Progress::default()),
             output_schema: self.output_schema,
+            task_images: self.task_images,
         };
         let shared = RunShared {
             ledger: Arc::new(Ledger::new(HashMap::new())),
@@ -1104,4 +1113,72 @@ async fn the_safety_section_s_extra_reasons_stop_calls_and_enabled_false_runs_th
     let o = setup.run().await;
     assert_eq!(o.tool_calls.len(), 1);
     assert!(warnings(&o.events).is_empty());
+}
+
+/// `view_image` calls over two turns show six images: the next request carries the five
+/// newest, after every result of their response; the events carry only `Image read` lines.
+#[tokio::test]
+async fn only_the_five_newest_images_reach_the_model() {
+    use crate::model::image::encoded;
+    let names = ["a.png", "b.png", "c.png", "d.png", "e.png", "f.png"];
+    let view = |i: usize| {
+        ToolCall::new(
+            format!("v{i}"),
+            "view_image",
+            serde_json::json!({ "image_path": names[i] }),
+        )
+    };
+    let mut setup = Setup::new(vec![
+        calls(vec![view(0), view(1), call("e1", "x"), view(2)], None),
+        calls(vec![view(3), view(4), view(5)], None),
+        text("seen"),
+    ]);
+    setup.tools = vec![Arc::new(crate::tools::fs::ViewImageTool)];
+    setup.files = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, encoded(10 + i as u32, 5, image::ImageFormat::Png)))
+        .collect();
+    let o = setup.run().await;
+    assert_eq!(o.end, final_text("seen"));
+    // Each image message as its call id and the sizes of its images.
+    let shown = |req: &ChatRequest| {
+        req.messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Images { call_id, images } => Some((
+                    call_id.clone().unwrap_or_default(),
+                    images.iter().map(|i| i.size()).collect::<Vec<_>>(),
+                )),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // The second request: the first response's three images, after its four results.
+    let second = &o.requests[1].messages;
+    assert!(matches!(second[5], Message::Tool { .. }));
+    assert!(matches!(second[6], Message::Images { .. }));
+    assert_eq!(shown(&o.requests[1]).len(), 3);
+    // The third: five, the oldest (v0's) gone; its result's line stays.
+    let third = shown(&o.requests[2]);
+    let ids: Vec<&str> = third.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["v1", "v2", "v3", "v4", "v5"]);
+    assert_eq!(third[0].1, [(11, 5)]);
+    assert!(o.requests[2].messages.iter().any(|m| matches!(
+        m,
+        Message::Tool { call_id, content, .. } if call_id == "v0" && content == "Image read: a.png (10x5)"
+    )));
+    let outputs: Vec<String> = o
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { name, output, .. } if name == "view_image" => Some(output.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs.len(), 6);
+    assert!(
+        outputs.iter().all(|o| o.starts_with("Image read: ")),
+        "{outputs:?}"
+    );
 }

@@ -66,6 +66,8 @@ pub struct Agent {
     /// `--output-schema`): sent with every request, and checked on the final answer, which
     /// goes back to the model with the violations a bounded number of times.
     pub output_schema: Option<Arc<OutputSchema>>,
+    /// Images attached to the task message (`--image`, contract §14).
+    pub task_images: Vec<crate::model::image::Image>,
 }
 
 #[derive(Default)]

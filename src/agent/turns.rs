@@ -116,7 +116,7 @@ impl Transcript {
         let tool_specs = agent.tools.specs.clone();
         let fixed_chars = agent.system.chars().count() + agent.tools.spec_chars;
         Self {
-            history: History::new(Message::User(prompt)),
+            history: History::with_images(Message::User(prompt), agent.task_images.clone()),
             tool_specs,
             fixed_chars,
             detector: LoopDetector::new(shared.loop_limits.clone()),
@@ -308,6 +308,7 @@ impl Transcript {
             reasoning: turn.reasoning,
         });
         let mut clarify = None;
+        let mut shown = Vec::new();
         let history = &mut self.history;
         run_tools(agent, &calls, cut, |call, mut out| {
             if let Some(Control::Clarify { question, options }) = out.control.take() {
@@ -315,6 +316,9 @@ impl Transcript {
             }
             if let Some(end) = out.task_end.take() {
                 history.record_task_end(&call.id, end);
+            }
+            if let Some(image) = out.image.take() {
+                shown.push((call.id.clone(), vec![image]));
             }
             history.push(Message::Tool {
                 call_id: call.id.clone(),
@@ -327,6 +331,11 @@ impl Transcript {
         if let (Some(n), Some(Message::Tool { content, .. })) = (notice, self.history.last_mut()) {
             content.push_str("\n\n");
             content.push_str(&n);
+        }
+        // After every result: OpenAI's APIs take no other message between a response's
+        // results.
+        for (call_id, images) in shown {
+            self.history.push_images(Some(call_id), images);
         }
         clarify
     }

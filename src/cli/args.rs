@@ -221,6 +221,11 @@ pub struct RunArgs {
     /// model's default, on]
     #[arg(long, value_enum, value_name = "on|off")]
     pub thinking: Option<OnOff>,
+
+    /// Attach an image (PNG, JPEG, GIF or WebP) to the task; the model needs
+    /// supports_vision: true; repeatable
+    #[arg(long = "image", value_name = "FILE")]
+    pub image: Vec<PathBuf>,
 }
 
 /// `90s`, `30m`, `1h`, `1h30m`, or plain seconds; positive and at most a year.

@@ -127,6 +127,8 @@ pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
         .names()
         .into_iter()
         .chain(crate::tools::registry::LEAD_ONLY_TOOLS)
+        // Offered by the model (supports_vision), not the registry.
+        .chain([crate::tools::fs::VIEW_IMAGE])
         .collect();
     // MCP tools are known only once their servers run: a name that may be one is not
     // called unknown (`SERVER_…` for a prefixed server, any name beside an unprefixed one).

@@ -46,6 +46,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
     let (workspace_dir, output_schema, prompt) = check_usage(&args, &cwd)?;
+    let images = read_images(&args.image, &cwd)?;
     let loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
@@ -69,6 +70,14 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
     models.thinking = args.thinking.map(|t| t == OnOff::On);
     let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
+    if !images.is_empty() && !lead.vision {
+        return Err(ConfigError::Model(format!(
+            "--image: model '{}' does not take images; set supports_vision: true on its \
+             models: entry if it does",
+            lead.info.name
+        ))
+        .into());
+    }
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
     let mut warnings = config_warnings(&loaded);
     warnings.extend(unused_sandbox_warning(&cfg.sandbox, allow_bash));
@@ -111,6 +120,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .then_some(cfg.token_budget.max_tokens);
     Ok(RunSpec {
         prompt,
+        images,
         model: lead,
         prices: models.prices,
         json: args.json,
@@ -239,6 +249,22 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, Option<Arc<Output
     Ok((workspace_dir, schema, read_prompt(args)?))
 }
 
+/// The `--image` files, each read and made ready to send; one that cannot be read or is no
+/// image is a usage error naming it.
+fn read_images(paths: &[PathBuf], cwd: &Path) -> Result<Vec<crate::model::image::Image>> {
+    paths
+        .iter()
+        .map(|path| {
+            let why = |e: &dyn std::fmt::Display| usage(format!("--image {}: {e}", path.display()));
+            let file = std::fs::File::open(cwd.join(path)).map_err(|e| why(&e))?;
+            let bytes = crate::tools::fs::read_capped(file)
+                .map_err(|e| why(&e))?
+                .ok_or_else(|| why(&"larger than 20 MiB, the image limit"))?;
+            crate::model::image::Image::from_bytes(bytes).map_err(|e| why(&e))
+        })
+        .collect()
+}
+
 /// Ignored keys and entries the config names but deerflow sets aside (a duplicate model
 /// name, a tool name no tool has) are all `config_ignored`.
 fn config_warnings(loaded: &LoadedConfig) -> Vec<(WarningCode, String)> {
@@ -293,9 +319,16 @@ fn subagent_setup(
         .iter()
         .map(|(k, v)| (k.clone(), v.model.clone()))
         .collect();
+    let vision = models
+        .built
+        .iter()
+        .filter(|(_, m)| m.vision)
+        .map(|(k, _)| k.clone())
+        .collect();
     Ok(Arc::new(SubagentSetup {
         types: types.into_iter().map(Arc::new).collect(),
         models: by_name,
+        vision,
         skills: skills.to_vec(),
     }))
 }
@@ -526,6 +559,7 @@ impl<'a> ModelBuilder<'a> {
                 model: r.model.clone(),
             },
             model,
+            vision: r.supports_vision,
         };
         self.built.insert(name.to_string(), m.clone());
         Ok(m)

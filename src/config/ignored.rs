@@ -170,13 +170,13 @@ mod tests {
     #[test]
     fn every_model_entry_is_walked() {
         let (_, ignored) = strip(
-            "models:\n  - {name: a, display_name: A}\n  - {name: b, supports_vision: true, display_name: B}\n  - {model: no-name, thinking: {}}\n  - 7\n  - {name: d, when_thinking_enabled: {x: 1}}\n",
+            "models:\n  - {name: a, display_name: A}\n  - {name: b, supports_audio: true, display_name: B}\n  - {model: no-name, thinking: {}}\n  - 7\n  - {name: d, when_thinking_enabled: {x: 1}}\n",
         );
         assert_eq!(
             ignored,
             [
                 "models[0].display_name",
-                "models[1].supports_vision",
+                "models[1].supports_audio",
                 "models[1].display_name",
                 "models[2].thinking",
             ]

@@ -408,11 +408,11 @@ fn empty_and_null_sections_are_defaults() {
 
 #[test]
 fn ignored_keys_are_grouped_across_models() {
-    let text = "models:\n  - {name: a, display_name: A, supports_vision: true}\n  - {name: b, display_name: B}\ntitle: {}\n";
+    let text = "models:\n  - {name: a, display_name: A, supports_audio: true}\n  - {name: b, display_name: B}\ntitle: {}\n";
     let loaded = load_text(text, &[], &Env::empty()).unwrap();
     assert_eq!(
         loaded.ignored_warning().unwrap(),
-        "ignored config keys deerflow does not use: models[*].display_name, models[0].supports_vision, title"
+        "ignored config keys deerflow does not use: models[*].display_name, models[0].supports_audio, title"
     );
 }
 

@@ -32,6 +32,9 @@ pub struct ResolvedModel {
     /// Prompt + completion capacity, when the config says (the client reports it as its
     /// limit, for summarization's `fraction` sizes).
     pub context_window: Option<u64>,
+    /// The model takes images (`supports_vision: true`); a replay model counts as seeing,
+    /// since it sends nothing anywhere (contract §14).
+    pub supports_vision: bool,
 }
 
 /// The model to use: the flag, else `$DEERFLOW_MODEL`, else the first configured model.
@@ -127,6 +130,7 @@ impl ResolvedModel {
             cassette: None,
             price,
             context_window: None,
+            supports_vision: false,
         }
     }
 
@@ -145,6 +149,7 @@ impl ResolvedModel {
             cassette: Some(cassette),
             price,
             context_window: None,
+            supports_vision: true,
         }
     }
 }
@@ -207,6 +212,7 @@ pub(super) fn resolve_entry(
         let http = entry_http(providers, m, endpoint, &at, env)?;
         let mut r = ResolvedModel::http(&m.name, row, http, m.price.clone());
         r.context_window = m.context_window;
+        r.supports_vision = m.supports_vision;
         return Ok(r);
     }
     let Some(raw) = &m.cassette else {

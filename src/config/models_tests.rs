@@ -374,6 +374,7 @@ fn deerflow_thinking_keys_are_read_and_resolved() {
     let (dir, l) = loaded(&text, &env);
     for read in [
         "supports_thinking",
+        "supports_vision",
         "when_thinking_enabled",
         "when_thinking_disabled",
     ] {
@@ -383,7 +384,12 @@ fn deerflow_thinking_keys_are_read_and_resolved() {
             l.ignored
         );
     }
-    assert!(l.ignored.iter().any(|k| k == "models[0].supports_vision"));
+    let seeing = |name: &str| {
+        resolve_model_with(&l, name, dir.path(), &env)
+            .unwrap()
+            .supports_vision
+    };
+    assert!(seeing("doubao-seed-1.8"));
     let http = |name: &str| {
         resolve_model_with(&l, name, dir.path(), &env)
             .unwrap()

@@ -98,6 +98,10 @@ pub struct ModelEntry {
     /// The model can think / reason: `--thinking` applies, and thinking is on by default.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub supports_thinking: bool,
+    /// The model takes images: agents on it get `view_image`, and `--image` may be used
+    /// (contract §14).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub supports_vision: bool,
     /// Merged into each request body while thinking is on: its `extra_body` map at the top
     /// level, any other key as a body key (DeerFlow's / LangChain's meaning).
     #[serde(default, skip_serializing_if = "Option::is_none")]

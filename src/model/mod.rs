@@ -5,6 +5,7 @@
 
 pub mod error_text;
 pub mod http;
+pub mod image;
 pub mod named;
 pub mod output_schema;
 pub mod providers;
@@ -45,6 +46,14 @@ pub enum Message {
         call_id: String,
         name: String,
         content: String,
+    },
+    /// Images the model is shown with the message before them (contract §14): the result
+    /// of the tool call `call_id` (`view_image`; they follow the results of their response's
+    /// calls), or, with `None`, the user's task (`--image`). Each provider renders them in
+    /// its own form; they never reach events or cassettes.
+    Images {
+        call_id: Option<String>,
+        images: Vec<image::Image>,
     },
 }
 

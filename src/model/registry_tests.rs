@@ -15,6 +15,7 @@ fn resolved(row: &'static ProviderInfo, http: Option<HttpSettings>) -> ResolvedM
         cassette: None,
         price: None,
         context_window: None,
+        supports_vision: false,
     }
 }
 

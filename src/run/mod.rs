@@ -361,6 +361,9 @@ fn lead_agent(
     scheduler: Option<&Arc<Scheduler>>,
 ) -> Agent {
     let mut tools: ToolBox = spec.tools.for_lead(artifacts.clone());
+    if spec.model.vision {
+        tools.push(Arc::new(crate::tools::fs::ViewImageTool));
+    }
     let delegation = scheduler.map(|s| {
         tools.push(Arc::new(TaskTool::new(s.clone())));
         DelegationInfo {
@@ -388,6 +391,7 @@ fn lead_agent(
         }),
         progress: spec.lead_progress.clone(),
         output_schema: spec.output_schema.clone(),
+        task_images: spec.images.clone(),
     }
 }
 

@@ -22,10 +22,14 @@ use crate::workspace::Workspace;
 pub struct LeadModel {
     pub info: ModelInfo,
     pub model: Arc<dyn ChatModel>,
+    /// The model takes images: its agents get `view_image` (contract §14).
+    pub vision: bool,
 }
 
 pub struct RunSpec {
     pub prompt: String,
+    /// `--image`s, attached to the lead's task message.
+    pub images: Vec<crate::model::image::Image>,
     pub model: LeadModel,
     /// Prices by model name (as named in events), for `cost_usd`.
     pub prices: HashMap<String, Price>,

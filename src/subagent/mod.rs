@@ -47,6 +47,9 @@ pub struct SubagentSetup {
     /// Shared with every task of the type, so a task does not copy its prompt.
     pub types: Vec<Arc<SubagentType>>,
     pub models: HashMap<String, Arc<dyn ChatModel>>,
+    /// The names in `models` of those that take images (`supports_vision`): a sub-agent
+    /// on one gets `view_image`.
+    pub vision: std::collections::HashSet<String>,
     pub skills: Vec<Skill>,
 }
 

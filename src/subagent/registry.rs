@@ -4,6 +4,9 @@
 //! run builds fresh effective values.
 
 use crate::config::SubagentsConfig;
+use std::sync::Arc;
+
+use crate::tools::fs::{ViewImageTool, VIEW_IMAGE};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::ToolBox;
 
@@ -185,6 +188,16 @@ pub fn subagent_tools(t: &SubagentType, registry: &ToolRegistry) -> ToolBox {
     registry.for_subagent(t.tools.as_deref(), &t.disallowed_tools)
 }
 
+/// [`subagent_tools`], with `view_image` when the type's model takes images (`vision`)
+/// and its deny-list does not name it (DeerFlow adds it to every agent on such a model).
+pub fn subagent_tools_seeing(t: &SubagentType, registry: &ToolRegistry, vision: bool) -> ToolBox {
+    let mut tools = subagent_tools(t, registry);
+    if vision && !t.disallowed_tools.iter().any(|n| n == VIEW_IMAGE) {
+        tools.push(Arc::new(ViewImageTool));
+    }
+    tools
+}
+
 fn model_name(m: Option<&str>, lead: &str) -> String {
     match m.map(str::trim) {
         None | Some("") | Some("inherit") => lead.to_string(),
@@ -344,6 +357,29 @@ mod tests {
         assert!(warnings
             .iter()
             .any(|w| w.contains("subagents.custom_agents.general-purpose")));
+    }
+
+    #[test]
+    fn view_image_joins_a_type_whose_model_sees_unless_denied() {
+        let mut cfg = SubagentsConfig::default();
+        cfg.custom_agents.insert("reader".into(), custom(None));
+        let denied = CustomAgent {
+            disallowed_tools: vec![VIEW_IMAGE.into()],
+            ..custom(None)
+        };
+        cfg.custom_agents.insert("blind".into(), denied);
+        let (types, _) = effective_types(&cfg, &inputs(false, None));
+        let registry = ToolRegistry::builtin(false);
+        let names = |name: &str, vision: bool| -> Vec<String> {
+            subagent_tools_seeing(find(&types, name), &registry, vision)
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect()
+        };
+        assert_eq!(names("reader", true), ["read_file", VIEW_IMAGE]);
+        assert_eq!(names("reader", false), ["read_file"]);
+        assert_eq!(names("blind", true), ["read_file"]);
+        assert!(names("general-purpose", true).contains(&VIEW_IMAGE.to_string()));
     }
 
     #[test]

@@ -115,9 +115,10 @@ impl Scheduler {
             .collect();
         let kit = Arc::new(Kit {
             system: super::prompts::subagent_system(t, &skills, self.limits.allow_host_bash).into(),
-            tools: Arc::new(Toolset::new(super::registry::subagent_tools(
+            tools: Arc::new(Toolset::new(super::registry::subagent_tools_seeing(
                 t,
                 &self.tools,
+                self.setup.vision.contains(&t.model),
             ))),
         });
         kits.insert(t.name.clone(), kit.clone());

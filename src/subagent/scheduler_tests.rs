@@ -61,6 +61,7 @@ impl Fixture {
         let setup = Arc::new(SubagentSetup {
             types: vec![kind(max_turns)],
             models: HashMap::from([("m".to_string(), model)]),
+            vision: Default::default(),
             skills: vec![],
         });
         let control = Arc::new(RunControl::new(None));

@@ -268,6 +268,8 @@ fn build_agent(
         }),
         progress: rec.progress(),
         output_schema: None,
+        // `--each` attaches `--image`s to every item's task here.
+        task_images: Vec::new(),
     })
 }
 

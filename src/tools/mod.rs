@@ -87,6 +87,10 @@ pub struct ToolOutput {
     pub control: Option<Control>,
     /// Set by the `task` tool: how the delegated task ended.
     pub task_end: Option<task_end::TaskEnd>,
+    /// An image the model is shown with the result (`view_image`), in its next request; the
+    /// events get only the text. (One, not a list: a tool's output is moved often, and an
+    /// `Image` is one pointer.)
+    pub image: Option<crate::model::image::Image>,
 }
 
 impl ToolOutput {
@@ -102,6 +106,7 @@ impl ToolOutput {
             content,
             control: None,
             task_end: None,
+            image: None,
         }
     }
 

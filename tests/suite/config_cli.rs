@@ -869,7 +869,7 @@ async fn custom_agent_tool_names_are_checked_by_every_command_in_the_same_order(
         "ignored config keys deerflow does not use: memory".to_string(),
         "models[1]: duplicate model name 'm'; the first entry wins".to_string(),
         "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, write_file, \
-         str_replace, glob, grep, bash)"
+         str_replace, glob, grep, bash, view_image)"
             .to_string(),
         "subagents.custom_agents.r.tools: lead-only tools are always removed from sub-agents: task"
             .to_string(),

@@ -441,7 +441,12 @@ async fn deerflow_s_gemini_entry_checks_and_runs() {
         .await;
     assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
     assert!(!check.stderr.contains("not supported"), "{}", check.stderr);
-    assert!(check.stderr.contains("supports_vision"), "{}", check.stderr);
+    // `supports_vision` is read (contract §14), not ignored.
+    assert!(
+        !check.stderr.contains("supports_vision"),
+        "{}",
+        check.stderr
+    );
     // Without its key: a warning, and the check still passes.
     let unset = deerflow(["-c", cfg_arg, "config", "check"]).text().await;
     assert_eq!(unset.code, 0, "{}", unset.stderr);

@@ -21,7 +21,7 @@ mod request;
 mod stream;
 
 pub use limits::default_max_tokens;
-pub use request::request_body;
+pub use request::{request_body, request_bytes};
 pub use stream::AnthropicAssembler;
 
 const PROVIDER: &str = "anthropic";
@@ -53,7 +53,7 @@ impl Wire for MessagesWire {
     }
 
     fn body(&self, settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
-        request_body(settings, req).to_string().into_bytes()
+        request_bytes(settings, req)
     }
 
     /// Every request carries one: the configured limit, else the family's.

@@ -10,6 +10,9 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod replay;
 
+#[cfg(test)]
+mod image_tests;
+
 use crate::config::ResolvedModel;
 
 /// A resolved model that lacks what its provider needs (resolution makes this unreachable

@@ -1,135 +1,302 @@
 //! The JSON body of a streamed Messages API request.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::max_tokens;
+use crate::model::image::Image;
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
-/// The JSON body of a streamed Messages API request.
-pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(settings.model));
-    body.insert("max_tokens".into(), json!(max_tokens(settings)));
-    if !req.system.is_empty() {
-        body.insert("system".into(), json!(req.system));
+/// The body of one `POST /v1/messages`: what deerflow writes, typed. A key of the model's
+/// `extra_body` or thinking map replaces a built one where it stands (these are `Value`s
+/// for that) or goes in `extra`, after them, as in a JSON object built key by key.
+#[derive(Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<System<'a>>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+/// The system prompt: plain text, or one text block when it carries a cache breakpoint.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System<'a> {
+    Text(&'a str),
+    Blocks([Block<'a>; 1]),
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: Content<'a>,
+}
+
+#[derive(Serialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// A message's content: a user's plain text, or blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+/// One content block: those deerflow writes, and those the API sent that go back as they
+/// came (thinking blocks, whose signatures cover them).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Block<'a> {
+    Own {
+        #[serde(flatten)]
+        block: OwnBlock<'a>,
+        #[serde(flatten)]
+        mark: Option<CacheMark>,
+    },
+    Kept(Value),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OwnBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: ResultContent<'a>,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+}
+
+/// A tool result's content: its text, or its text and the images it showed.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'static str,
+    data: &'a str,
+}
+
+/// A prompt-cache breakpoint, written after the block's own keys.
+#[derive(Serialize, Clone, Copy)]
+struct CacheMark {
+    cache_control: Ephemeral,
+}
+
+#[derive(Serialize, Clone, Copy)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Ephemeral {
+    Ephemeral,
+}
+
+const MARK: CacheMark = CacheMark {
+    cache_control: Ephemeral::Ephemeral,
+};
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(flatten)]
+    mark: Option<CacheMark>,
+}
+
+impl<'a> Block<'a> {
+    fn own(block: OwnBlock<'a>) -> Self {
+        Block::Own { block, mark: None }
     }
-    body.insert(
-        "messages".into(),
-        Value::Array(wire_messages(&req.messages)),
-    );
-    if !req.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(req.tools.iter().map(wire_tool).collect()),
-        );
-        if req.tool_choice_none {
-            body.insert("tool_choice".into(), json!({"type": "none"}));
+
+    /// Puts a breakpoint on the block; thinking blocks may not carry one.
+    fn mark(&mut self) -> bool {
+        match self {
+            Block::Own { mark, .. } => {
+                *mark = Some(MARK);
+                true
+            }
+            Block::Kept(value) => {
+                let thinking = matches!(
+                    value.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                );
+                match value.as_object_mut() {
+                    Some(block) if !thinking => {
+                        block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+                        true
+                    }
+                    _ => false,
+                }
+            }
         }
     }
-    body.insert("stream".into(), json!(true));
-    if let Some(t) = settings.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
+}
+
+/// The JSON body of a streamed Messages API request (as a `Value`, for tests).
+pub fn request_body(settings: &HttpSettings, req: &ChatRequest) -> Value {
+    serde_json::to_value(body(settings, req)).unwrap_or(Value::Null)
+}
+
+/// The request body's bytes.
+pub fn request_bytes(settings: &HttpSettings, req: &ChatRequest) -> Vec<u8> {
+    // Cannot fail: string keys only, and serde_json writes non-finite floats as null.
+    serde_json::to_vec(&body(settings, req)).unwrap_or_default()
+}
+
+pub fn body<'a>(settings: &'a HttpSettings, req: &'a ChatRequest) -> Body<'a> {
+    let has_tools = !req.tools.is_empty();
+    let mut body = Body {
+        model: &settings.model,
+        max_tokens: json!(max_tokens(settings)),
+        system: (!req.system.is_empty()).then_some(System::Text(&req.system)),
+        messages: wire_messages(&req.messages),
+        tools: has_tools.then(|| req.tools.iter().map(wire_tool).collect()),
+        tool_choice: (has_tools && req.tool_choice_none).then(|| json!({"type": "none"})),
+        stream: true,
+        temperature: settings.temperature.map(|t| json!(t)),
+        extra: Map::new(),
+    };
     if settings.prompt_cache {
-        mark_cache_breakpoints(&mut body);
+        body.mark_cache_breakpoints();
     }
-    settings.merge_extra_body(&mut body);
+    let mut user = Map::new();
+    settings.merge_extra_body(&mut user);
+    for (key, value) in user {
+        body.insert(key, value);
+    }
     // Anthropic rejects a temperature other than 1 while thinking is enabled.
-    if body.get("thinking").and_then(|t| t.get("type")) == Some(&json!("enabled")) {
-        body.remove("temperature");
+    let thinking = body.extra.get("thinking").and_then(|t| t.get("type"));
+    if thinking == Some(&json!("enabled")) {
+        body.temperature = None;
+        body.extra.remove("temperature");
     }
-    Value::Object(body)
+    body
+}
+
+impl Body<'_> {
+    /// A key from the model's maps: it replaces the built one where it stands, or goes
+    /// last. (`model`, `messages`, `system`, `stream` and `tools` are the client's: config
+    /// refuses them in those maps.)
+    fn insert(&mut self, key: String, value: Value) {
+        let slot = match key.as_str() {
+            "max_tokens" => Some(&mut self.max_tokens),
+            "tool_choice" => self.tool_choice.as_mut(),
+            "temperature" => self.temperature.as_mut(),
+            _ => None,
+        };
+        match slot {
+            Some(slot) => *slot = value,
+            None => {
+                self.extra.insert(key, value);
+            }
+        }
+    }
+
+    /// Marks prompt-cache breakpoints (contract §2 `prompt_cache`), in the API's prefix
+    /// order: the last tool (the tool list), the system prompt, the user turn the previous
+    /// call of this conversation ended with, and the latest turn. A call then reads
+    /// everything up to the previous call's end from the cache and writes its own end for
+    /// the next one; the lead's turns share their prefix, and so does every sub-agent of one
+    /// type (same prompt, same tools). The previous turn's mark keeps that hit even when the
+    /// latest turn adds more blocks than the API looks back over from one breakpoint.
+    fn mark_cache_breakpoints(&mut self) {
+        let mut left = MAX_BREAKPOINTS;
+        if let Some(last) = self.tools.as_mut().and_then(|t| t.last_mut()) {
+            last.mark = Some(MARK);
+            left -= 1;
+        }
+        if let Some(System::Text(system)) = self.system {
+            self.system = Some(System::Blocks([Block::Own {
+                block: OwnBlock::Text { text: system },
+                mark: Some(MARK),
+            }]));
+            left -= 1;
+        }
+        // A text content as one text block, marked or not, so a turn is the same bytes
+        // (apart from its mark) in every request that carries it.
+        for message in self.messages.iter_mut() {
+            if let Content::Text(text) = message.content {
+                if !text.is_empty() {
+                    message.content = Content::Blocks(vec![Block::own(OwnBlock::Text { text })]);
+                }
+            }
+        }
+        // The latest turn, then the user turn before the latest assistant turn.
+        let mut marked = 0;
+        let mut want_user = false;
+        for message in self.messages.iter_mut().rev() {
+            if marked == left.min(2) {
+                break;
+            }
+            let is_user = message.role == Role::User;
+            if marked == 0 || (want_user && is_user) {
+                if mark_last_block(message) {
+                    marked += 1;
+                }
+                want_user = false;
+            }
+            if !is_user && marked > 0 {
+                want_user = true;
+            }
+        }
+    }
 }
 
 /// The API allows four `cache_control` breakpoints per request.
 const MAX_BREAKPOINTS: usize = 4;
 
-/// Marks prompt-cache breakpoints (contract §2 `prompt_cache`), in the API's prefix order:
-/// the last tool (the tool list), the system prompt, the user turn the previous call of this
-/// conversation ended with, and the latest turn. A call then reads everything up to the
-/// previous call's end from the cache and writes its own end for the next one; the lead's
-/// turns share their prefix, and so does every sub-agent of one type (same prompt, same
-/// tools). The previous turn's mark keeps that hit even when the latest turn adds more
-/// blocks than the API looks back over from one breakpoint.
-fn mark_cache_breakpoints(body: &mut Map<String, Value>) {
-    let mut left = MAX_BREAKPOINTS;
-    if let Some(Value::Array(tools)) = body.get_mut("tools") {
-        if let Some(Value::Object(last)) = tools.last_mut() {
-            last.insert("cache_control".into(), ephemeral());
-            left -= 1;
-        }
-    }
-    if let Some(Value::String(system)) = body.get("system") {
-        let block = json!([{"type": "text", "text": system, "cache_control": ephemeral()}]);
-        body.insert("system".into(), block);
-        left -= 1;
-    }
-    let Some(Value::Array(messages)) = body.get_mut("messages") else {
-        return;
-    };
-    // A text content as one text block, marked or not, so a turn is the same bytes
-    // (apart from its mark) in every request that carries it.
-    for message in messages.iter_mut() {
-        if let Some(Value::String(text)) = message.get("content") {
-            if !text.is_empty() {
-                let block = json!([{"type": "text", "text": text}]);
-                message["content"] = block;
-            }
-        }
-    }
-    // The latest turn, then the user turn before the latest assistant turn.
-    let mut marked = 0;
-    let mut want_user = false;
-    for message in messages.iter_mut().rev() {
-        if marked == left.min(2) {
-            break;
-        }
-        let is_user = message["role"] == "user";
-        if marked == 0 || (want_user && is_user) {
-            if mark_last_block(message) {
-                marked += 1;
-            }
-            want_user = false;
-        }
-        if !is_user && marked > 0 {
-            want_user = true;
-        }
-    }
-}
-
-/// Puts the breakpoint on the message's last block that may carry one (thinking blocks may
-/// not).
-fn mark_last_block(message: &mut Value) -> bool {
-    let Some(Value::Array(blocks)) = message.get_mut("content") else {
+/// Puts the breakpoint on the message's last block that may carry one.
+fn mark_last_block(message: &mut WireMessage<'_>) -> bool {
+    let Content::Blocks(blocks) = &mut message.content else {
         return false;
     };
-    let markable = blocks
-        .iter_mut()
-        .rev()
-        .find(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")));
-    match markable.and_then(Value::as_object_mut) {
-        Some(block) => {
-            block.insert("cache_control".into(), ephemeral());
-            true
-        }
-        None => false,
-    }
-}
-
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
+    blocks.iter_mut().rev().any(Block::mark)
 }
 
 /// Maps the transcript to Anthropic's alternating turns: tool results travel as `user`
 /// messages of `tool_result` blocks, so consecutive tool messages (and a user text right
 /// after them) are merged into one user message.
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+fn wire_messages(messages: &[Message]) -> Vec<WireMessage<'_>> {
+    let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len());
     for message in messages {
         match message {
             Message::User(text) => {
-                if !append_to_user_blocks(&mut out, json!({"type": "text", "text": text})) {
-                    out.push(json!({"role": "user", "content": text}));
+                if let Some(blocks) = last_user_blocks(&mut out) {
+                    blocks.push(Block::own(OwnBlock::Text { text }));
+                } else {
+                    out.push(WireMessage {
+                        role: Role::User,
+                        content: Content::Text(text),
+                    });
                 }
             }
             Message::Assistant {
@@ -144,58 +311,129 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
             Message::Tool {
                 call_id, content, ..
             } => {
-                let block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
-                if !append_to_user_blocks(&mut out, block.clone()) {
-                    out.push(json!({"role": "user", "content": [block]}));
+                let block = Block::own(OwnBlock::ToolResult {
+                    tool_use_id: call_id,
+                    content: ResultContent::Text(content),
+                });
+                if let Some(blocks) = last_user_blocks(&mut out) {
+                    blocks.push(block);
+                } else {
+                    out.push(WireMessage {
+                        role: Role::User,
+                        content: Content::Blocks(vec![block]),
+                    });
                 }
+            }
+            Message::Images { call_id, images } => {
+                attach_images(&mut out, call_id.as_deref(), images)
             }
         }
     }
     out
 }
 
-/// Appends `block` to the last message when it is a user message of blocks.
-fn append_to_user_blocks(out: &mut [Value], block: Value) -> bool {
-    let Some(last) = out.last_mut() else {
-        return false;
-    };
-    if last["role"] != "user" {
-        return false;
-    }
-    match last.get_mut("content") {
-        Some(Value::Array(blocks)) => {
-            blocks.push(block);
-            true
+/// Puts images where Anthropic takes them: inside the `tool_result` of the call that showed
+/// them, else (the task's) at the end of the last user message.
+fn attach_images<'a>(out: &mut Vec<WireMessage<'a>>, call_id: Option<&str>, images: &'a [Image]) {
+    let blocks = images.iter().map(|image| {
+        Block::own(OwnBlock::Image {
+            source: ImageSource {
+                kind: "base64",
+                media_type: image.mime(),
+                data: image.base64(),
+            },
+        })
+    });
+    if let (Some(id), Some(user)) = (call_id, last_user_blocks(out)) {
+        let result = user.iter_mut().rev().find_map(|b| match b {
+            Block::Own {
+                block:
+                    OwnBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                    },
+                ..
+            } if *tool_use_id == id => Some(content),
+            _ => None,
+        });
+        if let Some(content) = result {
+            if let ResultContent::Text(text) = *content {
+                *content = ResultContent::Blocks(vec![Block::own(OwnBlock::Text { text })]);
+            }
+            if let ResultContent::Blocks(inner) = content {
+                inner.extend(blocks);
+            }
+            return;
         }
-        _ => false,
+    }
+    match out.last_mut() {
+        Some(WireMessage {
+            role: Role::User,
+            content,
+        }) => {
+            if let Content::Text(text) = *content {
+                *content = Content::Blocks(vec![Block::own(OwnBlock::Text { text })]);
+            }
+            if let Content::Blocks(inner) = content {
+                inner.extend(blocks);
+            }
+        }
+        _ => out.push(WireMessage {
+            role: Role::User,
+            content: Content::Blocks(blocks.collect()),
+        }),
+    }
+}
+
+/// The blocks of the last message when it is a user message of blocks.
+fn last_user_blocks<'m, 'a>(out: &'m mut [WireMessage<'a>]) -> Option<&'m mut Vec<Block<'a>>> {
+    match out.last_mut() {
+        Some(WireMessage {
+            role: Role::User,
+            content: Content::Blocks(blocks),
+        }) => Some(blocks),
+        _ => None,
     }
 }
 
 /// `None` for an assistant message with neither text nor calls: the API rejects empty
 /// text blocks, and dropping it only merges two user turns, which the API accepts.
 /// Thinking blocks go first, unchanged (their signatures cover them), as the API sent them.
-fn wire_assistant(text: Option<&str>, tool_calls: &[ToolCall], kept: &[Value]) -> Option<Value> {
+fn wire_assistant<'a>(
+    text: Option<&'a str>,
+    tool_calls: &'a [ToolCall],
+    kept: &[Value],
+) -> Option<WireMessage<'a>> {
     let text = text.filter(|t| !t.is_empty());
     if text.is_none() && tool_calls.is_empty() {
         return None;
     }
     let mut blocks = Vec::with_capacity(kept.len() + tool_calls.len() + 1);
-    blocks.extend(kept.iter().cloned());
+    blocks.extend(kept.iter().cloned().map(Block::Kept));
     if let Some(text) = text {
-        blocks.push(json!({"type": "text", "text": text}));
+        blocks.push(Block::own(OwnBlock::Text { text }));
     }
     for call in tool_calls {
         // `input` must be an object: invalid argument text goes back as `{}`.
-        blocks.push(
-            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments.to_value()}),
-        );
+        blocks.push(Block::own(OwnBlock::ToolUse {
+            id: &call.id,
+            name: &call.name,
+            input: call.arguments.to_value(),
+        }));
     }
-    Some(json!({"role": "assistant", "content": blocks}))
+    Some(WireMessage {
+        role: Role::Assistant,
+        content: Content::Blocks(blocks),
+    })
 }
 
-fn wire_tool(tool: &ToolSpec) -> Value {
-    json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters})
+fn wire_tool(tool: &ToolSpec) -> WireTool<'_> {
+    WireTool {
+        name: &tool.name,
+        description: &tool.description,
+        input_schema: &tool.parameters,
+        mark: None,
+    }
 }
 
 #[cfg(test)]

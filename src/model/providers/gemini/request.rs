@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::schema;
 use super::PART_BLOCK;
+use crate::model::image::{Format, Image};
 use crate::model::{ChatRequest, HttpSettings, Message, ToolCall, ToolSpec};
 
 /// The body of a `streamGenerateContent` request: what deerflow writes, typed, with the
@@ -256,6 +257,11 @@ fn wire_contents(messages: &[Message]) -> Vec<Value> {
                 let part = json!({"functionResponse": response});
                 push(&mut turns, "user", Some(found.unwrap_or(usize::MAX)), part);
             }
+            Message::Images { images, .. } => {
+                for image in images {
+                    push(&mut turns, "user", None, inline_data(image));
+                }
+            }
         }
     }
     turns
@@ -265,6 +271,15 @@ fn wire_contents(messages: &[Message]) -> Vec<Value> {
             json!({"role": t.role, "parts": parts})
         })
         .collect()
+}
+
+/// The formats Gemini takes (of those deerflow reads): a GIF goes as a PNG.
+const GEMINI_FORMATS: &[Format] = &[Format::Png, Format::Jpeg, Format::Webp];
+
+/// An image as an `inline_data` part.
+fn inline_data(image: &Image) -> Value {
+    let image = image.in_formats(GEMINI_FORMATS);
+    json!({"inline_data": {"mime_type": image.mime(), "data": image.base64()}})
 }
 
 /// Adds a part to the last turn when it has `role`, else starts a turn. A function

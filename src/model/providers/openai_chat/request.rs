@@ -145,6 +145,7 @@ fn size_hint(req: &ChatRequest, tools_json: usize) -> usize {
                 text, tool_calls, ..
             } => text.as_ref().map_or(0, String::len) + 128 * tool_calls.len(),
             Message::Tool { content, .. } => content.len(),
+            Message::Images { images, .. } => images.iter().map(|i| i.base64().len() + 64).sum(),
         } + 64)
         .sum();
     512 + tools_json + req.system.len() + texts + texts / 8
@@ -459,6 +460,17 @@ impl Serialize for WireMessage<'_> {
                 m.serialize_entry("role", "tool")?;
                 m.serialize_entry("tool_call_id", call_id)?;
                 m.serialize_entry("content", content)?;
+                m.end()
+            }
+            // Tool messages cannot carry images: a user message of them follows the results.
+            Message::Images { images, .. } => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("role", "user")?;
+                let parts: Vec<Value> = images
+                    .iter()
+                    .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}}))
+                    .collect();
+                m.serialize_entry("content", &parts)?;
                 m.end()
             }
         }

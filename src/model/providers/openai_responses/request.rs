@@ -181,6 +181,15 @@ fn input_items(messages: &[Message]) -> Vec<Value> {
                 "call_id": call_id,
                 "output": content,
             })),
+            // As a user message of `input_image` parts after the call outputs: every
+            // Responses model that sees takes those, not all take images in an output.
+            Message::Images { images, .. } => {
+                let parts: Vec<Value> = images
+                    .iter()
+                    .map(|i| json!({"type": "input_image", "image_url": i.data_url()}))
+                    .collect();
+                out.push(json!({"role": "user", "content": parts}));
+            }
         }
     }
     out
