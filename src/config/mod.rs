@@ -28,6 +28,7 @@ mod providers;
 mod report;
 mod schema;
 mod set;
+mod tools;
 mod tree;
 mod validate;
 
@@ -54,3 +55,4 @@ pub use schema::{
     ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};
+pub use tools::{ToolEntry, ToolGroup};
