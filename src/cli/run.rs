@@ -457,6 +457,7 @@ fn sandbox_limits(
         read_file_output_max_chars: s.read_file_output_max_chars,
         ls_output_max_chars: s.ls_output_max_chars,
         task_mark: None,
+        task_id: None,
     }
 }
 

@@ -128,13 +128,13 @@ mod tests {
         assert_eq!(search.timeout, Some(12.5));
         // Kept as written: read only if the entry is offered.
         assert_eq!(search.api_key, Some(Expandable::from("$TAVILY_API_KEY")));
-        assert_eq!(
-            search.backend_keys(),
-            ["max_results", "api_key", "timeout"]
-        );
+        assert_eq!(search.backend_keys(), ["max_results", "api_key", "timeout"]);
         assert_eq!(fetch.token, Some(Expandable::from("$CRAWL4AI_TOKEN")));
         assert_eq!(fetch.allow_private_addresses, Some(true));
-        assert_eq!(fetch.class(), "deerflow.community.crawl4ai.tools:web_fetch_tool");
+        assert_eq!(
+            fetch.class(),
+            "deerflow.community.crawl4ai.tools:web_fetch_tool"
+        );
         assert_eq!(d.value.tool_groups[0].name, "web");
         assert_eq!(ToolEntry::default().class(), "(none)");
     }

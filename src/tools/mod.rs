@@ -150,6 +150,9 @@ pub struct SandboxLimits {
     pub ls_output_max_chars: usize,
     /// A sub-agent's mark on the host processes its commands start (`None` for the lead).
     pub task_mark: Option<crate::workspace::task_mark::TaskMark>,
+    /// The sub-agent's task id (`None` for the lead): what a recorded web result is kept
+    /// under besides the call's id (§14).
+    pub task_id: Option<Arc<str>>,
 }
 
 impl SandboxLimits {
@@ -166,6 +169,7 @@ impl SandboxLimits {
                 .for_task(task_id)
                 .unwrap_or_else(|| self.sandbox.clone()),
             task_mark: Some(mark),
+            task_id: Some(task_id.into()),
             ..(**self).clone()
         })
     }
@@ -182,6 +186,7 @@ impl Default for SandboxLimits {
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
             task_mark: None,
+            task_id: None,
         }
     }
 }
