@@ -36,7 +36,17 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
         Ok(mut loaded) => {
             let notes = tool_name_warnings(&loaded.config);
             loaded.warnings.extend(notes);
+            // The configured tools deerflow cannot serve are listed; an offered entry's
+            // problem fails every run, so it is a problem here.
+            let web = super::run::web_tools(&mut loaded, false);
+            if let Ok(web) = &web {
+                let unavailable = web.unavailable.iter().map(|u| u.message());
+                loaded.warnings.extend(unavailable);
+            }
             let mut report = config::check_report(&loaded);
+            if let Err(e) = web {
+                report.problems.extend(e.problems());
+            }
             // A sandbox this machine cannot provide fails every run, so it is a problem here.
             let here = std::env::current_dir().unwrap_or_else(|_| loaded.base_dir.clone());
             let skills = loaded.skills_dir();

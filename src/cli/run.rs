@@ -18,12 +18,14 @@ use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo, WarningCode};
 use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
-use crate::model::providers::replay::{RecordLog, Recorder};
+use crate::model::providers::replay::{recorded_tool_results, RecordLog, Recorder};
 use crate::model::{registry, StopRules};
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
 use crate::tools::registry::ToolRegistry;
+use crate::tools::web::offer::{self, WebTools};
+use crate::tools::web::replay as web_replay;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
@@ -46,7 +48,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
     let (workspace_dir, output_schema, prompt) = check_usage(&args, &cwd)?;
-    let loaded = config::load(&config::LoadOptions {
+    let mut loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
         cwd: cwd.clone(),
@@ -54,6 +56,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         mcp_configs: args.mcp_config.clone(),
         model: args.model.clone(),
     })?;
+    let web = web_tools(&mut loaded, args.web)?;
     let cfg = &loaded.config;
     let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);
     let skills_dir = args
@@ -105,6 +108,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             .with_tool_results(dir.path())
             .context("cannot use the directory for large tool results")?;
     }
+    let tools = run_tools(allow_bash, web, &models.cassettes, record.as_ref())?;
     let token_budget = cfg
         .token_budget
         .enabled
@@ -122,7 +126,8 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             image: sandbox.image().map(str::to_string),
         },
         limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
-        tools: Arc::new(ToolRegistry::builtin(allow_bash)),
+        tools: Arc::new(tools.registry),
+        unavailable_tools: tools.unavailable,
         loop_limits: loop_limits(cfg),
         stops: StopRules::from_config(&cfg.safety_finish_reason),
         max_turns: args.max_turns,
@@ -140,6 +145,67 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         context,
         tool_results,
         mcp: loaded.mcp.clone(),
+    })
+}
+
+/// The web tools the config's `tools:` entries and `--web` offer (§14). An offered entry's
+/// problem (an unset `$VAR`) is a configuration error now; the keys the entries' tools do
+/// not read join the config's ignored keys, and a second entry for a tool its notes.
+pub(super) fn web_tools(
+    loaded: &mut LoadedConfig,
+    web_flag: bool,
+) -> Result<WebTools, ConfigError> {
+    let web = offer::offer(&loaded.config.tools, web_flag, &config::Env::process())
+        .map_err(|problems| ConfigError::Invalid { problems })?;
+    // An entry that is not offered is reported once, as unavailable: its unknown keys are
+    // not listed as ignored besides.
+    let unavailable: Vec<String> = web
+        .unavailable
+        .iter()
+        .filter_map(|u| u.entry.map(|i| format!("tools[{i}].")))
+        .collect();
+    loaded
+        .ignored
+        .retain(|k| !unavailable.iter().any(|at| k.starts_with(at.as_str())));
+    loaded.ignored.extend(web.ignored.iter().cloned());
+    loaded.warnings.extend(web.notes.iter().cloned());
+    Ok(web)
+}
+
+/// The run's tool registry and the `tool_unavailable` warnings (tool, message).
+struct RunTools {
+    registry: ToolRegistry,
+    unavailable: Vec<(String, String)>,
+}
+
+/// The built-in tools and the offered web tools, each web tool answering from the run's
+/// cassettes where they recorded its call, and recording with `--record`.
+fn run_tools(
+    allow_bash: bool,
+    web: WebTools,
+    cassettes: &[PathBuf],
+    record: Option<&(PathBuf, Arc<RecordLog>)>,
+) -> Result<RunTools> {
+    let mut recorded = std::collections::BTreeMap::new();
+    // The first cassette to record a key wins (the lead's model is built first).
+    for path in cassettes.iter().rev() {
+        recorded.extend(recorded_tool_results(path).map_err(ConfigError::Model)?);
+    }
+    let recorded = Arc::new(recorded);
+    let mut registry = ToolRegistry::builtin(allow_bash);
+    for tool in web.tools {
+        let tool = web_replay::wrap(tool, &recorded, record.map(|r| &r.1));
+        // Web tools' names are no built-in's, and each is offered once.
+        registry.register(tool)?;
+    }
+    let unavailable = web
+        .unavailable
+        .iter()
+        .map(|u| (u.tool.clone(), u.message()))
+        .collect();
+    Ok(RunTools {
+        registry,
+        unavailable,
     })
 }
 
@@ -200,8 +266,8 @@ fn size(s: &config::ContextSize) -> Size {
 }
 
 /// The environment every child (bash, MCP servers) starts from: deerflow's own without the
-/// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`
-/// — nor any secret-looking name, unless `sandbox.bash_env_passthrough` lists it (§6).
+/// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`,
+/// the web services' keys (§14) — nor any secret-looking name, unless `sandbox.bash_env_passthrough` lists it (§6).
 pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
     let models = loaded
         .config
@@ -210,7 +276,10 @@ pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
         .filter_map(|m| m.api_key.as_deref())
         .filter_map(|k| config::var_name(k.trim()))
         .map(str::to_string);
-    let sources: Vec<String> = models.chain(loaded.mcp_secrets.iter().cloned()).collect();
+    let sources: Vec<String> = models
+        .chain(loaded.mcp_secrets.iter().cloned())
+        .chain(offer::secret_sources(&loaded.config.tools))
+        .collect();
     ChildEnv::from_process(&sources, &loaded.config.sandbox.bash_env_passthrough)
 }
 
@@ -482,6 +551,8 @@ struct ModelBuilder<'a> {
     thinking: Option<bool>,
     built: HashMap<String, LeadModel>,
     prices: HashMap<String, Price>,
+    /// The cassettes of the replay models built, in order: their recorded web results.
+    cassettes: Vec<PathBuf>,
 }
 
 impl<'a> ModelBuilder<'a> {
@@ -493,6 +564,7 @@ impl<'a> ModelBuilder<'a> {
             thinking: None,
             built: HashMap::new(),
             prices: HashMap::new(),
+            cassettes: Vec::new(),
         }
     }
 
@@ -507,6 +579,7 @@ impl<'a> ModelBuilder<'a> {
         // Provider-side problems found here (an unreadable cassette, a client that cannot
         // be built) are configuration errors: nothing has run yet.
         let mut model = registry::build(&r).map_err(ConfigError::Model)?;
+        self.cassettes.extend(r.cassette.clone());
         model = Named::wrap(model, &r.name);
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));

@@ -34,3 +34,4 @@ mod task_processes;
 mod thinking;
 mod tools_cli;
 mod user_reports;
+mod web_config;

@@ -65,6 +65,9 @@ const DUCKDUCKGO: &str = "deerflow.community.ddg_search.tools:web_search_tool";
 pub struct Unavailable {
     pub tool: String,
     pub class: String,
+    /// Its index in `tools:` (`None` for a tool `--web` would add): its other keys are
+    /// not worth a `config_ignored` too.
+    pub entry: Option<usize>,
 }
 
 impl Unavailable {
@@ -126,6 +129,7 @@ pub fn offer_with(
             out.unavailable.push(Unavailable {
                 tool: name.to_string(),
                 class: e.class().to_string(),
+                entry: Some(i),
             });
             continue;
         };
@@ -150,6 +154,7 @@ pub fn offer_with(
                 None => out.unavailable.push(Unavailable {
                     tool: entry.name.clone(),
                     class: entry.use_path.clone(),
+                    entry: None,
                 }),
             }
         }
@@ -304,7 +309,7 @@ fn web_flag_entries(env: &Env) -> [WebEntry; 2] {
 }
 
 /// Every variable an entry's secrets may come from, and the services' own.
-fn secret_sources(entries: &[ToolEntry]) -> Vec<String> {
+pub fn secret_sources(entries: &[ToolEntry]) -> Vec<String> {
     let mut out: Vec<String> = KEY_VARIABLES.iter().map(|v| v.to_string()).collect();
     for e in entries {
         for raw in [&e.api_key, &e.token, &e.proxy, &e.base_url]

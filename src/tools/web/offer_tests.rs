@@ -139,11 +139,13 @@ fn an_unservable_use_is_not_offered_and_its_variables_are_never_read() {
         [
             Unavailable {
                 tool: "web_search".into(),
-                class: "deerflow.community.infoquest.tools:web_search_tool".into()
+                class: "deerflow.community.infoquest.tools:web_search_tool".into(),
+                entry: Some(0),
             },
             Unavailable {
                 tool: "browser_navigate".into(),
-                class: "deerflow.community.browser_automation.tools:browser_navigate_tool".into()
+                class: "deerflow.community.browser_automation.tools:browser_navigate_tool".into(),
+                entry: Some(1),
             }
         ]
     );
