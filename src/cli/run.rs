@@ -108,6 +108,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             .with_tool_results(dir.path())
             .context("cannot use the directory for large tool results")?;
     }
+    let search_defaults = (web.glob_max_results, web.grep_max_results);
     let tools = run_tools(allow_bash, web, &models.cassettes, record.as_ref())?;
     let token_budget = cfg
         .token_budget
@@ -125,7 +126,11 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             use_: sandbox.kind(),
             image: sandbox.image().map(str::to_string),
         },
-        limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
+        limits: Arc::new(SandboxLimits {
+            glob_max_results: search_defaults.0,
+            grep_max_results: search_defaults.1,
+            ..sandbox_limits(&loaded, allow_bash, sandbox)
+        }),
         tools: Arc::new(tools.registry),
         unavailable_tools: tools.unavailable,
         loop_limits: loop_limits(cfg),
@@ -525,6 +530,8 @@ fn sandbox_limits(
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,
         ls_output_max_chars: s.ls_output_max_chars,
+        glob_max_results: None,
+        grep_max_results: None,
         task_mark: None,
         task_id: None,
     }

@@ -96,10 +96,17 @@ async fn built_in_entries_change_only_their_own_keys() {
         ws.path(),
         "tools:\n\
          - {name: ls, group: file:read, use: deerflow.sandbox.tools:ls_tool, max_results: 5}\n\
-         - {name: grep, group: file:read, use: deerflow.sandbox.tools:grep_tool, max_results: 50}\n\
+         - {name: grep, group: file:read, use: deerflow.sandbox.tools:grep_tool, max_results: 2}\n\
          - {name: read_file, use: deerflow.sandbox.tools:read_file_tool, api_key: $DF_TEST_UNSET_KEY}\n",
     );
-    let m = answer_only(ws.path());
+    std::fs::write(ws.path().join("notes.txt"), "hit\nhit\nhit\n").unwrap();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"id": "g", "name": "grep", "arguments": {"pattern": "hit"}}]},
+            {"text": "done"}]}),
+    );
+    let m = format!("replay:{}", c.display());
     let out = deerflow(["-c", &cfg, "run", "--json", "-m", &m, "go"])
         .cwd(ws.path())
         .json()
@@ -112,6 +119,9 @@ async fn built_in_entries_change_only_their_own_keys() {
     assert!(message.contains("tools[2].api_key"), "{message}");
     assert!(!message.contains("tools[1]"), "{message}");
     assert!(warnings(&out, "tool_unavailable").is_empty());
+    // grep's entry set its default.
+    let grep = out.first("tool_result")["output"].as_str().unwrap();
+    assert!(grep.contains("stopped at 2 matches"), "{grep}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
