@@ -801,4 +801,32 @@ mod tests {
         assert_eq!(turn.text.as_deref(), Some("final"));
         assert_eq!(log.cassette().lead.len(), 1);
     }
+
+    /// Recorded web results survive the trip through the cassette file, and a cassette
+    /// without them still loads.
+    #[test]
+    fn tool_results_are_written_and_read_back() {
+        let log = RecordLog::default();
+        log.record_tool(
+            "t1/call_2".into(),
+            RecordedTool {
+                status: "ok".into(),
+                output: "URL: https://example.org/\n\nbody".into(),
+            },
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, log.to_json()).unwrap();
+        let back = recorded_tool_results(&path).unwrap();
+        assert_eq!(
+            back["t1/call_2"].output,
+            "URL: https://example.org/\n\nbody"
+        );
+        assert_eq!(Cassette::load(&path).unwrap().tool_results, back);
+        std::fs::write(&path, r#"{"version": 1, "lead": [{"text": "x"}]}"#).unwrap();
+        assert!(recorded_tool_results(&path).unwrap().is_empty());
+        assert!(!serde_json::to_string(&Cassette::load(&path).unwrap())
+            .unwrap()
+            .contains("tool_results"));
+    }
 }
