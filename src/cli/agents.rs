@@ -18,7 +18,7 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
-    let web = match super::run::web_tools(&mut loaded, false) {
+    let web = match super::web::web_tools(&mut loaded, false) {
         Ok(w) => w,
         Err(e) => return config_error(&e),
     };

@@ -38,7 +38,7 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
             loaded.warnings.extend(notes);
             // The configured tools deerflow cannot serve are listed; an offered entry's
             // problem fails every run, so it is a problem here.
-            let web = super::run::web_tools(&mut loaded, false);
+            let web = super::web::web_tools(&mut loaded, false);
             if let Ok(web) = &web {
                 let unavailable = web.unavailable.iter().map(|u| u.message());
                 loaded.warnings.extend(unavailable);

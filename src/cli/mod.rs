@@ -8,6 +8,7 @@ mod docs;
 pub mod error;
 mod mcp_cmd;
 mod run;
+mod web;
 
 use clap::error::ErrorKind;
 use clap::Parser;

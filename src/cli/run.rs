@@ -18,14 +18,12 @@ use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo, WarningCode};
 use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
-use crate::model::providers::replay::{recorded_tool_results, RecordLog, Recorder};
+use crate::model::providers::replay::{RecordLog, Recorder};
 use crate::model::{registry, StopRules};
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
-use crate::tools::registry::ToolRegistry;
-use crate::tools::web::offer::{self, WebTools};
-use crate::tools::web::replay as web_replay;
+use crate::tools::web::offer;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
@@ -56,7 +54,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         mcp_configs: args.mcp_config.clone(),
         model: args.model.clone(),
     })?;
-    let web = web_tools(&mut loaded, args.web)?;
+    let web = super::web::web_tools(&mut loaded, args.web)?;
     let cfg = &loaded.config;
     let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);
     let skills_dir = args
@@ -109,7 +107,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             .context("cannot use the directory for large tool results")?;
     }
     let search_defaults = (web.glob_max_results, web.grep_max_results);
-    let tools = run_tools(allow_bash, web, &models.cassettes, record.as_ref())?;
+    let tools = super::web::run_tools(allow_bash, web, &models.cassettes, record.as_ref())?;
     let token_budget = cfg
         .token_budget
         .enabled
@@ -150,67 +148,6 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         context,
         tool_results,
         mcp: loaded.mcp.clone(),
-    })
-}
-
-/// The web tools the config's `tools:` entries and `--web` offer (§14). An offered entry's
-/// problem (an unset `$VAR`) is a configuration error now; the keys the entries' tools do
-/// not read join the config's ignored keys, and a second entry for a tool its notes.
-pub(super) fn web_tools(
-    loaded: &mut LoadedConfig,
-    web_flag: bool,
-) -> Result<WebTools, ConfigError> {
-    let web = offer::offer(&loaded.config.tools, web_flag, &config::Env::process())
-        .map_err(|problems| ConfigError::Invalid { problems })?;
-    // An entry that is not offered is reported once, as unavailable: its unknown keys are
-    // not listed as ignored besides.
-    let unavailable: Vec<String> = web
-        .unavailable
-        .iter()
-        .filter_map(|u| u.entry.map(|i| format!("tools[{i}].")))
-        .collect();
-    loaded
-        .ignored
-        .retain(|k| !unavailable.iter().any(|at| k.starts_with(at.as_str())));
-    loaded.ignored.extend(web.ignored.iter().cloned());
-    loaded.warnings.extend(web.notes.iter().cloned());
-    Ok(web)
-}
-
-/// The run's tool registry and the `tool_unavailable` warnings (tool, message).
-struct RunTools {
-    registry: ToolRegistry,
-    unavailable: Vec<(String, String)>,
-}
-
-/// The built-in tools and the offered web tools, each web tool answering from the run's
-/// cassettes where they recorded its call, and recording with `--record`.
-fn run_tools(
-    allow_bash: bool,
-    web: WebTools,
-    cassettes: &[PathBuf],
-    record: Option<&(PathBuf, Arc<RecordLog>)>,
-) -> Result<RunTools> {
-    let mut recorded = std::collections::BTreeMap::new();
-    // The first cassette to record a key wins (the lead's model is built first).
-    for path in cassettes.iter().rev() {
-        recorded.extend(recorded_tool_results(path).map_err(ConfigError::Model)?);
-    }
-    let recorded = Arc::new(recorded);
-    let mut registry = ToolRegistry::builtin(allow_bash);
-    for tool in web.tools {
-        let tool = web_replay::wrap(tool, &recorded, record.map(|r| &r.1));
-        // Web tools' names are no built-in's, and each is offered once.
-        registry.register(tool)?;
-    }
-    let unavailable = web
-        .unavailable
-        .iter()
-        .map(|u| (u.tool.clone(), u.message()))
-        .collect();
-    Ok(RunTools {
-        registry,
-        unavailable,
     })
 }
 
@@ -272,7 +209,8 @@ fn size(s: &config::ContextSize) -> Size {
 
 /// The environment every child (bash, MCP servers) starts from: deerflow's own without the
 /// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`,
-/// the web services' keys (§14) — nor any secret-looking name, unless `sandbox.bash_env_passthrough` lists it (§6).
+/// the web services' keys (§14) — nor any secret-looking name, unless
+/// `sandbox.bash_env_passthrough` lists it (§6).
 pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
     let models = loaded
         .config
