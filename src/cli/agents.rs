@@ -23,9 +23,7 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
         Err(e) => return config_error(&e),
     };
     load_warnings(&loaded);
-    for u in &web.unavailable {
-        warning(&u.message());
-    }
+    super::web::warn_unavailable(&web);
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());

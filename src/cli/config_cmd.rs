@@ -16,11 +16,17 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     if let ConfigAction::Check { json, .. } = action {
         return check(&opts, json);
     }
-    let loaded = match config::load(&opts) {
+    let mut loaded = match config::load(&opts) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
+    // The tool entries are judged as a run would (§14), so the notes are the same.
+    let web = match super::web::web_tools(&mut loaded, false) {
+        Ok(w) => w,
+        Err(e) => return config_error(&e),
+    };
     load_warnings(&loaded);
+    super::web::warn_unavailable(&web);
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true, .. } => {

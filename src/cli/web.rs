@@ -69,3 +69,10 @@ pub fn run_tools(
         unavailable,
     })
 }
+
+/// The `tool_unavailable` notes of a command without an event stream: a stderr line each.
+pub fn warn_unavailable(web: &WebTools) {
+    for u in &web.unavailable {
+        super::warning(&u.message());
+    }
+}

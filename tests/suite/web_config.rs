@@ -72,7 +72,7 @@ async fn config_check_lists_the_tools_it_cannot_serve() {
     let ws = workspace();
     let cfg = config(
         ws.path(),
-        &format!("tools:\n- {{name: web_fetch, use: {INFOQUEST_FETCH}}}\n"),
+        &format!("tools:\n- {{name: web_fetch, use: {INFOQUEST_FETCH}, fetch_time: 10}}\n"),
     );
     let out = deerflow(["-c", &cfg, "config", "check", "--json"])
         .text()
@@ -87,6 +87,20 @@ async fn config_check_lists_the_tools_it_cannot_serve() {
         .filter_map(Value::as_str)
         .any(|w| w.contains("'web_fetch' is not offered") && w.contains(INFOQUEST_FETCH));
     assert!(listed, "{report}");
+    // Every command that reads the config says so once, and nothing about its keys.
+    for cmd in [&["config", "show"][..], &["agents"]] {
+        let mut args = vec!["-c", cfg.as_str()];
+        args.extend_from_slice(cmd);
+        let out = deerflow(args).text().await;
+        assert_eq!(out.code, 0, "{cmd:?}: {}", out.stderr);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{cmd:?}: {}", out.stderr);
+        assert!(
+            lines[0].contains("'web_fetch' is not offered"),
+            "{cmd:?}: {}",
+            lines[0]
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
