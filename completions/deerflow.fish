@@ -61,6 +61,7 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s c -l config -d
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l json -d 'NDJSON events on stdout; nothing else goes to stdout'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l allow-bash -d 'Allow the bash tool and the bash sub-agent on the host'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l no-subagents -d 'The lead agent gets no task tool'
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l web -d 'Offer web_fetch and web_search (the config\'s tools: entries still apply and win)'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s q -l quiet -d 'No progress display on stderr'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s h -l help -d 'Print help'
 complete -c deerflow -n "__fish_deerflow_using_subcommand agents" -l set -d 'Override a config key by dotted path, as `run --set` does; repeatable' -r

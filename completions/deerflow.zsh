@@ -60,6 +60,7 @@ _arguments "${_arguments_options[@]}" : \
 '--json[NDJSON events on stdout; nothing else goes to stdout]' \
 '--allow-bash[Allow the bash tool and the bash sub-agent on the host]' \
 '--no-subagents[The lead agent gets no task tool]' \
+'--web[Offer web_fetch and web_search (the config'\''s tools\: entries still apply and win)]' \
 '-q[No progress display on stderr]' \
 '--quiet[No progress display on stderr]' \
 '-h[Print help]' \

@@ -225,6 +225,10 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         #[schemars(with = "String")]
         server: Option<String>,
+        /// The tool a warning is about (`tool_unavailable`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "String")]
+        tool: Option<String>,
     },
     /// An agent's history was summarized (§10); `task_id` when a sub-agent's.
     ContextCompacted {
@@ -300,6 +304,18 @@ impl Event {
             message: message.into(),
             retry: None,
             server: None,
+            tool: None,
+        }
+    }
+
+    /// `tool_unavailable`: a configured tool deerflow does not offer (§14).
+    pub fn tool_unavailable(tool: &str, message: impl Into<String>) -> Self {
+        Event::Warning {
+            code: WarningCode::ToolUnavailable,
+            message: message.into(),
+            retry: None,
+            server: None,
+            tool: Some(tool.to_string()),
         }
     }
 
@@ -714,6 +730,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
                 status: None,
             }),
             server: None,
+            tool: None,
         }),
         lead(Event::Warning {
             code: WarningCode::ModelRetry,
@@ -724,12 +741,14 @@ pub(crate) fn samples() -> Vec<Envelope> {
                 status: Some(429),
             }),
             server: None,
+            tool: None,
         }),
         lead(Event::Warning {
             code: WarningCode::McpServerFailed,
             message: "fs: exited".into(),
             retry: None,
             server: Some("fs".into()),
+            tool: None,
         }),
         inside(Event::ContextCompacted {
             messages_before: 40,
@@ -895,6 +914,7 @@ mod tests {
                     status: None,
                 }),
                 server: None,
+                tool: None,
             },
             task_id: None,
         };

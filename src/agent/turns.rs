@@ -470,6 +470,7 @@ fn retry_warning(n: &RetryNotice) -> Event {
             status: n.status,
         }),
         server: None,
+        tool: None,
     }
 }
 

@@ -14,11 +14,16 @@ use crate::tools::registry::ToolRegistry;
 use crate::workspace::sandbox::SandboxKind;
 
 pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json: bool) -> i32 {
-    let loaded = match config::load(&overrides.load_options(config_path)) {
+    let mut loaded = match config::load(&overrides.load_options(config_path)) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
+    let web = match super::web::web_tools(&mut loaded, false) {
+        Ok(w) => w,
+        Err(e) => return config_error(&e),
+    };
     load_warnings(&loaded);
+    super::web::warn_unavailable(&web);
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
@@ -32,7 +37,11 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
         warning(&w);
     }
     // The registry a run with this config would build.
-    let tools = ToolRegistry::builtin(inputs.allow_bash);
+    let mut tools = ToolRegistry::builtin(inputs.allow_bash);
+    for tool in web.tools {
+        // Web tools' names are no built-in's, and each is offered once.
+        let _ = tools.register(tool);
+    }
     // Every agent of a run shares its sandbox (§13); shown per type so the list keeps its shape.
     let sandbox = Sandbox {
         use_: &cfg.sandbox.use_,

@@ -182,6 +182,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_subagents: bool,
 
+    /// Offer web_fetch and web_search (the config's tools: entries still apply and win)
+    #[arg(long)]
+    pub web: bool,
+
     /// Skills directory [default: skills.path]
     #[arg(long, value_name = "DIR")]
     pub skills: Option<PathBuf>,

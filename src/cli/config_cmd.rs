@@ -16,11 +16,17 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     if let ConfigAction::Check { json, .. } = action {
         return check(&opts, json);
     }
-    let loaded = match config::load(&opts) {
+    let mut loaded = match config::load(&opts) {
         Ok(l) => l,
         Err(e) => return config_error(&e),
     };
+    // The tool entries are judged as a run would (§14), so the notes are the same.
+    let web = match super::web::web_tools(&mut loaded, false) {
+        Ok(w) => w,
+        Err(e) => return config_error(&e),
+    };
     load_warnings(&loaded);
+    super::web::warn_unavailable(&web);
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true, .. } => {
@@ -36,7 +42,17 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
         Ok(mut loaded) => {
             let notes = tool_name_warnings(&loaded.config);
             loaded.warnings.extend(notes);
+            // The configured tools deerflow cannot serve are listed; an offered entry's
+            // problem fails every run, so it is a problem here.
+            let web = super::web::web_tools(&mut loaded, false);
+            if let Ok(web) = &web {
+                let unavailable = web.unavailable.iter().map(|u| u.message());
+                loaded.warnings.extend(unavailable);
+            }
             let mut report = config::check_report(&loaded);
+            if let Err(e) = web {
+                report.problems.extend(e.problems());
+            }
             // A sandbox this machine cannot provide fails every run, so it is a problem here.
             let here = std::env::current_dir().unwrap_or_else(|_| loaded.base_dir.clone());
             let skills = loaded.skills_dir();

@@ -8,6 +8,7 @@ mod docs;
 pub mod error;
 mod mcp_cmd;
 mod run;
+mod web;
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -123,12 +124,14 @@ pub fn load_warnings(loaded: &crate::config::LoadedConfig) {
 /// tool names checked against every tool deerflow has. They follow the loader's own notes.
 pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
     let registry = crate::tools::registry::ToolRegistry::builtin(true);
+    // A web tool is known whether or not this config offers it (`--web` may).
     let known: Vec<&str> = registry
         .names()
         .into_iter()
         .chain(crate::tools::registry::LEAD_ONLY_TOOLS)
         // Offered by the model (supports_vision), not the registry.
         .chain([crate::tools::fs::VIEW_IMAGE])
+        .chain(crate::tools::web::WEB_TOOLS)
         .collect();
     // MCP tools are known only once their servers run: a name that may be one is not
     // called unknown (`SERVER_…` for a prefixed server, any name beside an unprefixed one).

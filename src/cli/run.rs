@@ -23,7 +23,7 @@ use crate::model::{registry, StopRules};
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
-use crate::tools::registry::ToolRegistry;
+use crate::tools::web::offer;
 use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
@@ -47,7 +47,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     // Usage errors outrank configuration errors (§4), so they are all checked first.
     let (workspace_dir, output_schema, prompt) = check_usage(&args, &cwd)?;
     let images = read_images(&args.image, &cwd)?;
-    let loaded = config::load(&config::LoadOptions {
+    let mut loaded = config::load(&config::LoadOptions {
         explicit: config_path,
         sets: args.set.clone(),
         cwd: cwd.clone(),
@@ -55,6 +55,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         mcp_configs: args.mcp_config.clone(),
         model: args.model.clone(),
     })?;
+    let web = super::web::web_tools(&mut loaded, args.web)?;
     let cfg = &loaded.config;
     let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);
     let skills_dir = args
@@ -114,6 +115,8 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             .with_tool_results(dir.path())
             .context("cannot use the directory for large tool results")?;
     }
+    let search_defaults = (web.glob_max_results, web.grep_max_results);
+    let tools = super::web::run_tools(allow_bash, web, &models.cassettes, record.as_ref())?;
     let token_budget = cfg
         .token_budget
         .enabled
@@ -131,8 +134,13 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             use_: sandbox.kind(),
             image: sandbox.image().map(str::to_string),
         },
-        limits: Arc::new(sandbox_limits(&loaded, allow_bash, sandbox)),
-        tools: Arc::new(ToolRegistry::builtin(allow_bash)),
+        limits: Arc::new(SandboxLimits {
+            glob_max_results: search_defaults.0,
+            grep_max_results: search_defaults.1,
+            ..sandbox_limits(&loaded, allow_bash, sandbox)
+        }),
+        tools: Arc::new(tools.registry),
+        unavailable_tools: tools.unavailable,
         loop_limits: loop_limits(cfg),
         stops: StopRules::from_config(&cfg.safety_finish_reason),
         max_turns: args.max_turns,
@@ -210,8 +218,9 @@ fn size(s: &config::ContextSize) -> Size {
 }
 
 /// The environment every child (bash, MCP servers) starts from: deerflow's own without the
-/// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`
-/// — nor any secret-looking name, unless `sandbox.bash_env_passthrough` lists it (§6).
+/// variables secrets were read from — models' `api_key: $VAR`s, MCP servers' `env`/`headers`,
+/// the web services' keys (§14) — nor any secret-looking name, unless
+/// `sandbox.bash_env_passthrough` lists it (§6).
 pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
     let models = loaded
         .config
@@ -220,7 +229,10 @@ pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
         .filter_map(|m| m.api_key.as_deref())
         .filter_map(|k| config::var_name(k.trim()))
         .map(str::to_string);
-    let sources: Vec<String> = models.chain(loaded.mcp_secrets.iter().cloned()).collect();
+    let sources: Vec<String> = models
+        .chain(loaded.mcp_secrets.iter().cloned())
+        .chain(offer::secret_sources(&loaded.config.tools))
+        .collect();
     ChildEnv::from_process(&sources, &loaded.config.sandbox.bash_env_passthrough)
 }
 
@@ -489,7 +501,10 @@ fn sandbox_limits(
         bash_output_max_chars: s.bash_output_max_chars,
         read_file_output_max_chars: s.read_file_output_max_chars,
         ls_output_max_chars: s.ls_output_max_chars,
+        glob_max_results: None,
+        grep_max_results: None,
         task_mark: None,
+        task_id: None,
     }
 }
 
@@ -514,6 +529,8 @@ struct ModelBuilder<'a> {
     thinking: Option<bool>,
     built: HashMap<String, LeadModel>,
     prices: HashMap<String, Price>,
+    /// The cassettes of the replay models built, in order: their recorded web results.
+    cassettes: Vec<PathBuf>,
 }
 
 impl<'a> ModelBuilder<'a> {
@@ -525,6 +542,7 @@ impl<'a> ModelBuilder<'a> {
             thinking: None,
             built: HashMap::new(),
             prices: HashMap::new(),
+            cassettes: Vec::new(),
         }
     }
 
@@ -539,6 +557,7 @@ impl<'a> ModelBuilder<'a> {
         // Provider-side problems found here (an unreadable cassette, a client that cannot
         // be built) are configuration errors: nothing has run yet.
         let mut model = registry::build(&r).map_err(ConfigError::Model)?;
+        self.cassettes.extend(r.cassette.clone());
         model = Named::wrap(model, &r.name);
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));

@@ -244,7 +244,8 @@ mod tests {
                     sandbox: {allow_host_bash: true}\nskills: {path: /s}\n\
                     loop_detection: {hard_limit: 9}\ntoken_budget: {enabled: true}\n\
                     summarization: {enabled: false}\ntool_output: {enabled: false}\n\
-                    safety_finish_reason: {enabled: false}\nmcp_servers: {x: {command: c}}\n";
+                    safety_finish_reason: {enabled: false}\nmcp_servers: {x: {command: c}}\n\
+                    tools: [{name: web_search}]\ntool_groups: [{name: web}]\n";
         let root: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).unwrap();
         let mut written: Vec<&str> = root.keys().filter_map(Value::as_str).collect();
         let mut fields = field_names::<Config>().to_vec();

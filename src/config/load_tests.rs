@@ -51,8 +51,6 @@ fn deerflow_example_loads_as_it_is() {
         "log_level",
         "memory",
         "title",
-        "tools",
-        "tool_groups",
         "database",
         "summarization.skill_file_read_tool_names",
         "tool_output.preview_head_chars",
@@ -67,6 +65,19 @@ fn deerflow_example_loads_as_it_is() {
             loaded.ignored
         );
     }
+    // DeerFlow's tool entries are read (contract §14), none of their keys is ignored.
+    assert!(
+        !loaded
+            .ignored
+            .iter()
+            .any(|k| k.starts_with("tools") || k.starts_with("tool_groups")),
+        "{:?}",
+        loaded.ignored
+    );
+    let names: Vec<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(&names[..3], ["web_search", "web_fetch", "image_search"]);
+    assert_eq!(cfg.tools[3].name, "ls");
+    assert_eq!(cfg.tool_groups.len(), 5);
     assert!(!loaded.ignored.iter().any(|k| k == "sandbox"
         || k == "models"
         || k == "summarization"

@@ -29,11 +29,12 @@ mod report;
 mod sandbox_kind;
 mod schema;
 mod set;
+mod tools;
 mod tree;
 mod validate;
 
 pub use deerflow::provider_of;
-pub use env::{var_name, Env};
+pub use env::{var_name, Env, WHOLE_REFERENCE};
 pub use error::ConfigError;
 pub use expandable::{Expandable, Unexpanded};
 pub use load::{config_source, load, load_with, LoadOptions, LoadedConfig};
@@ -56,3 +57,5 @@ pub use schema::{
     ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};
+pub use tools::{ToolEntry, ToolGroup};
+pub use validate::duration_problem;

@@ -142,6 +142,19 @@ pub fn show_json(loaded: &LoadedConfig) -> Json {
     {
         map.values_mut().for_each(redact_value);
     }
+    // A tool entry's key and token are a search or fetch service's credentials (§14).
+    if let Some(tools) = v.get_mut("tools").and_then(Json::as_array_mut) {
+        for entry in tools {
+            for key in ["base_url", "proxy"] {
+                redact_url(entry, key);
+            }
+            for key in ["api_key", "token"] {
+                if let Some(secret) = entry.get_mut(key) {
+                    redact_value(secret);
+                }
+            }
+        }
+    }
     if let Some(skills) = v.get_mut("skills").and_then(Json::as_object_mut) {
         skills.insert(
             "path".into(),

@@ -214,3 +214,22 @@ fn show_redacts_credentials_in_an_mcp_server_s_url() {
     );
     assert!(!show_yaml(&loaded).contains("pw-secret"));
 }
+
+#[test]
+fn show_redacts_the_keys_of_tool_entries() {
+    let (_d, opts) = opts_for(&format!(
+        "tools:\n- {{name: web_search, use: x.tavily:web_search_tool, api_key: {SECRET}}}\n\
+         - {{name: web_fetch, use: x.crawl4ai:web_fetch_tool, token: $CRAWL4AI_TOKEN,\n   \
+         proxy: 'http://u:proxy-secret@p:3128', base_url: 'http://me:url-secret@h:1'}}\n"
+    ));
+    let loaded = load_with(&opts, &Env::empty()).unwrap();
+    let json = show_json(&loaded);
+    assert_eq!(json["tools"][0]["api_key"], "***");
+    assert_eq!(json["tools"][0]["name"], "web_search");
+    assert_eq!(json["tools"][1]["token"], "$CRAWL4AI_TOKEN");
+    assert_eq!(json["tools"][1]["proxy"], "http://[redacted]@p:3128");
+    let yaml = show_yaml(&loaded);
+    for secret in [SECRET, "proxy-secret", "url-secret"] {
+        assert!(!yaml.contains(secret), "{yaml}");
+    }
+}

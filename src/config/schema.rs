@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::expandable::Expandable;
 use super::providers::ProviderInfo;
 use super::sandbox_kind::SandboxKind;
+use super::tools::{ToolEntry, ToolGroup};
 use super::tree::keep_vars;
 
 /// The whole configuration deerflow uses.
@@ -42,6 +43,12 @@ pub struct Config {
         deserialize_with = "keep_vars"
     )]
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
+    /// DeerFlow's tool entries (contract §14). Nothing in them is expanded while decoding:
+    /// only an offered entry's `$VAR`s are read (`tools::web::offer`).
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "keep_vars")]
+    pub tools: Vec<ToolEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_groups: Vec<ToolGroup>,
 }
 
 /// One `models:` entry. The strings that may hold a secret's `$VAR` are [`Expandable`]:

@@ -91,6 +91,7 @@ names! {
         CompactionFailed => "compaction_failed",
         SkillSkipped => "skill_skipped",
         SandboxUnused => "sandbox_unused",
+        ToolUnavailable => "tool_unavailable",
     }
 }
 

@@ -70,6 +70,9 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(*code, message.clone()));
     }
+    for (tool, message) in &spec.unavailable_tools {
+        events.emit(Event::tool_unavailable(tool, message.clone()));
+    }
     if let Some(t) = spec.timeout_seconds {
         events.set_deadline(started + Duration::from_secs_f64(t));
         let c = control.clone();
@@ -247,6 +250,7 @@ async fn start_mcp(
                         message,
                         retry: None,
                         server: Some(server),
+                        tool: None,
                     });
                 }
             }
@@ -264,6 +268,7 @@ async fn start_mcp(
                     message,
                     retry: None,
                     server: Some(server),
+                    tool: None,
                 });
             }
         }

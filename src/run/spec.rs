@@ -59,6 +59,9 @@ pub struct RunSpec {
     /// Warnings found before the run (`config_ignored`, `skill_skipped`), emitted after
     /// `run_started`: (code, message).
     pub warnings: Vec<(WarningCode, String)>,
+    /// Configured tools deerflow does not offer (§14): (tool, message), emitted as
+    /// `tool_unavailable` warnings after `warnings`.
+    pub unavailable_tools: Vec<(String, String)>,
     pub lead_progress: Arc<Progress>,
     /// The skills every agent may list.
     pub skills: Vec<Skill>,

@@ -153,8 +153,15 @@ pub struct SandboxLimits {
     pub bash_output_max_chars: usize,
     pub read_file_output_max_chars: usize,
     pub ls_output_max_chars: usize,
+    /// `max_results` of the config's `glob` and `grep` entries (§14): the default of a
+    /// call that gives none; `None` keeps the tool's own.
+    pub glob_max_results: Option<u64>,
+    pub grep_max_results: Option<u64>,
     /// A sub-agent's mark on the host processes its commands start (`None` for the lead).
     pub task_mark: Option<crate::workspace::task_mark::TaskMark>,
+    /// The sub-agent's task id (`None` for the lead): what a recorded web result is kept
+    /// under besides the call's id (§14).
+    pub task_id: Option<Arc<str>>,
 }
 
 impl SandboxLimits {
@@ -171,6 +178,7 @@ impl SandboxLimits {
                 .for_task(task_id)
                 .unwrap_or_else(|| self.sandbox.clone()),
             task_mark: Some(mark),
+            task_id: Some(task_id.into()),
             ..(**self).clone()
         })
     }
@@ -186,7 +194,10 @@ impl Default for SandboxLimits {
             bash_output_max_chars: 20_000,
             read_file_output_max_chars: 50_000,
             ls_output_max_chars: 20_000,
+            glob_max_results: None,
+            grep_max_results: None,
             task_mark: None,
+            task_id: None,
         }
     }
 }

@@ -611,6 +611,7 @@ async fn deerflow_example_config_is_accepted() {
         args.extend_from_slice(cmd);
         let out = deerflow(args).cwd(ws.path()).text().await;
         assert_eq!(out.code, 0, "{cmd:?}: {}", out.stderr);
+        // The example's web tools all have a backend: none is reported unavailable (§14).
         let lines: Vec<_> = out.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{cmd:?}: {}", out.stderr);
         assert!(
@@ -640,17 +641,20 @@ async fn deerflow_example_config_is_accepted() {
     for key in [
         "memory",
         "title",
-        "tools",
+        "tool_search",
         "summarization.skill_file_read_tool_names",
         "tool_output.preview_head_chars",
     ] {
         assert!(msg.contains(key), "{msg} lacks {key}");
     }
-    // The summarization and tool_output sections are read (contract §10).
+    // The summarization and tool_output sections are read (contract §10), and the tool
+    // entries (§14).
     for read in [
         ", summarization,",
         "summarization.trigger",
         ", tool_output,",
+        "tools",
+        "tool_groups",
     ] {
         assert!(!msg.contains(read), "{msg} names {read}");
     }
@@ -869,7 +873,7 @@ async fn custom_agent_tool_names_are_checked_by_every_command_in_the_same_order(
         "ignored config keys deerflow does not use: memory".to_string(),
         "models[1]: duplicate model name 'm'; the first entry wins".to_string(),
         "subagents.custom_agents.r.tools: unknown tool 'grpe' (known: ls, read_file, write_file, \
-         str_replace, glob, grep, bash, view_image)"
+         str_replace, glob, grep, bash, view_image, web_search, web_fetch, image_search)"
             .to_string(),
         "subagents.custom_agents.r.tools: lead-only tools are always removed from sub-agents: task"
             .to_string(),

@@ -35,3 +35,4 @@ mod thinking;
 mod tools_cli;
 mod user_reports;
 mod vision;
+mod web_config;

@@ -26,6 +26,35 @@ pub struct Cassette {
     pub tasks: BTreeMap<String, Vec<ScriptedResponse>>,
     #[serde(default)]
     pub default_task: Vec<ScriptedResponse>,
+    /// Web tools' results (contract §14), by the call's id for the lead's calls and
+    /// `TASK_ID/CALL_ID` for a sub-agent's: a replay answers those calls from here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_results: BTreeMap<String, RecordedTool>,
+}
+
+/// A tool's recorded result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordedTool {
+    /// `ok` or `error`, as `tool_result.status` says it.
+    pub status: String,
+    pub output: String,
+}
+
+/// Only the recorded tool results of a cassette, read without building its scripts.
+#[derive(Deserialize)]
+struct ToolResultsOnly {
+    #[serde(default)]
+    tool_results: BTreeMap<String, RecordedTool>,
+}
+
+/// The tool results recorded in the cassette at `path` (the cassette was checked when its
+/// model was built).
+pub fn recorded_tool_results(path: &Path) -> Result<BTreeMap<String, RecordedTool>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+    serde_json::from_str::<ToolResultsOnly>(&text)
+        .map(|c| c.tool_results)
+        .map_err(|e| format!("cassette {} is not valid: {e}", path.display()))
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -406,6 +435,7 @@ pub struct Recorder {
 #[derive(Default)]
 pub struct RecordLog {
     entries: Mutex<Vec<(AgentId, usize, ScriptedResponse)>>,
+    tool_results: Mutex<BTreeMap<String, RecordedTool>>,
 }
 
 impl Recorder {
@@ -493,6 +523,12 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
 type Turns = Vec<(usize, ScriptedResponse)>;
 
 impl RecordLog {
+    /// Keeps a tool's result under its key (`CALL_ID`, or `TASK_ID/CALL_ID`).
+    pub fn record_tool(&self, key: String, result: RecordedTool) {
+        let mut g = self.tool_results.lock().unwrap_or_else(|p| p.into_inner());
+        g.insert(key, result);
+    }
+
     /// The cassette of everything recorded: the lead's calls in turn order, each task's
     /// under its description — or, when several tasks share one, each under its task id
     /// (the lead's recorded calls carry those ids, so the replay gives them the same ones).
@@ -527,11 +563,17 @@ impl RecordLog {
                 scripts.insert(key.to_string(), ordered(calls));
             }
         }
+        let tool_results = self
+            .tool_results
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         Cassette {
             version: 1,
             lead: ordered(lead),
             tasks: scripts,
             default_task: Vec::new(),
+            tool_results,
         }
     }
 
@@ -758,5 +800,33 @@ mod tests {
         let turn = rec.complete(&req(AgentId::Lead, 1), &ctx).await.unwrap();
         assert_eq!(turn.text.as_deref(), Some("final"));
         assert_eq!(log.cassette().lead.len(), 1);
+    }
+
+    /// Recorded web results survive the trip through the cassette file, and a cassette
+    /// without them still loads.
+    #[test]
+    fn tool_results_are_written_and_read_back() {
+        let log = RecordLog::default();
+        log.record_tool(
+            "t1/call_2".into(),
+            RecordedTool {
+                status: "ok".into(),
+                output: "URL: https://example.org/\n\nbody".into(),
+            },
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, log.to_json()).unwrap();
+        let back = recorded_tool_results(&path).unwrap();
+        assert_eq!(
+            back["t1/call_2"].output,
+            "URL: https://example.org/\n\nbody"
+        );
+        assert_eq!(Cassette::load(&path).unwrap().tool_results, back);
+        std::fs::write(&path, r#"{"version": 1, "lead": [{"text": "x"}]}"#).unwrap();
+        assert!(recorded_tool_results(&path).unwrap().is_empty());
+        assert!(!serde_json::to_string(&Cassette::load(&path).unwrap())
+            .unwrap()
+            .contains("tool_results"));
     }
 }

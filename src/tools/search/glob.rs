@@ -75,7 +75,8 @@ impl Tool for GlobTool {
                     .map_err(|e| ToolError::invalid("glob pattern", e))?
                     .compile_matcher();
                 let root = search_root(ctx, args.path.as_deref())?;
-                let max = max_results(args.max_results, GLOB_DEFAULT_MAX, GLOB_CAP);
+                let default = ctx.limits.glob_max_results.unwrap_or(GLOB_DEFAULT_MAX);
+                let max = max_results(args.max_results, default, GLOB_CAP);
                 Ok::<_, ToolOutput>((matcher, root, max, args.include_dirs))
             })();
             let (matcher, root, max, include_dirs) = match prepared {
@@ -175,6 +176,24 @@ mod tests {
             out,
             "Found 300 paths under .\n1. f000.txt\n2. f001.txt\n3. f002.txt\n... 297 more paths not shown (max_results=3); narrow the pattern or raise max_results"
         );
+    }
+
+    /// The config's `glob` entry sets the default; a call's own `max_results` still wins.
+    #[tokio::test]
+    async fn a_configured_max_results_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("f{i}.txt")), "x").unwrap();
+        }
+        let limits = crate::tools::SandboxLimits {
+            glob_max_results: Some(2),
+            ..Default::default()
+        };
+        let c = crate::tools::fs::tests::ctx_with(dir.path(), limits);
+        let (_, out) = run(&GlobTool, &c, json!({"pattern": "*.txt"})).await;
+        assert!(out.ends_with("... 3 more paths not shown (max_results=2); narrow the pattern or raise max_results"), "{out}");
+        let (_, out) = run(&GlobTool, &c, json!({"pattern": "*.txt", "max_results": 4})).await;
+        assert!(out.contains("(max_results=4)"), "{out}");
     }
 
     #[tokio::test]

@@ -102,7 +102,8 @@ impl GrepQuery {
         } else {
             pattern.clone()
         };
-        let max = max_results(args.max_results, GREP_DEFAULT_MAX, GREP_CAP);
+        let default = ctx.limits.grep_max_results.unwrap_or(GREP_DEFAULT_MAX);
+        let max = max_results(args.max_results, default, GREP_CAP);
         let lines = LineSearch::new(&source, args.case_sensitive, max)
             .map_err(|e| ToolError::invalid("regex", e))?;
         let filter = match args.glob.as_deref().filter(|g| !g.is_empty()) {
@@ -338,6 +339,20 @@ mod tests {
 
     /// The parallel search gives what a search file by file would: the first `max` lines in
     /// path order, the cut, and only the large files before the cut.
+    /// The config's `grep` entry sets the default.
+    #[tokio::test]
+    async fn a_configured_max_results_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "hit\nhit\nhit\n").unwrap();
+        let limits = crate::tools::SandboxLimits {
+            grep_max_results: Some(2),
+            ..Default::default()
+        };
+        let c = crate::tools::fs::tests::ctx_with(dir.path(), limits);
+        let (_, out) = run(&GrepTool, &c, json!({"pattern": "hit"})).await;
+        assert!(out.contains("stopped at 2 matches"), "{out}");
+    }
+
     #[tokio::test]
     async fn grep_stops_at_max_results_in_path_order() {
         let dir = tempfile::tempdir().unwrap();
