@@ -83,6 +83,7 @@ impl Fixture {
                 tools: Arc::new(ToolRegistry::builtin(false)),
                 max_concurrent,
                 max_tasks,
+                output_schema: None,
             },
         );
         let ctx = ToolContext {

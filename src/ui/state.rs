@@ -498,6 +498,7 @@ mod tests {
     fn started(id: &str, description: &str) -> Event {
         Event::TaskStarted {
             task_id: id.into(),
+            item_index: None,
             description: description.into(),
             subagent_type: "general-purpose".into(),
             model: "m".into(),
@@ -509,6 +510,7 @@ mod tests {
     fn running(id: &str, message: TaskMessage, total: u64) -> Event {
         Event::TaskRunning {
             task_id: id.into(),
+            item_index: None,
             message_index: 1,
             message,
             usage: UsageTotals {
@@ -637,6 +639,7 @@ mod tests {
 
         let done = Event::TaskCompleted {
             task_id: "t1".into(),
+            item_index: None,
             result: "r".into(),
             usage: totals(950),
             turns: 2,
@@ -689,6 +692,7 @@ mod tests {
         // A queued task starts when a slot frees up.
         let failed = Event::TaskFailed {
             task_id: "t0".into(),
+            item_index: None,
             error: "model error:\nboom".into(),
             usage: totals(0),
             turns: 1,
@@ -706,6 +710,7 @@ mod tests {
         // One cancelled while still queued.
         let cancelled = Event::TaskCancelled {
             task_id: "t4".into(),
+            item_index: None,
             error: "run cancelled".into(),
             usage: totals(0),
             duration_ms: 0,
@@ -717,6 +722,7 @@ mod tests {
         );
         let timed_out = Event::TaskTimedOut {
             task_id: "t1".into(),
+            item_index: None,
             error: "Execution timed out after 2 seconds".into(),
             timeout_seconds: 2.0,
             usage: totals(0),
