@@ -550,3 +550,82 @@ async fn usage_and_configuration_errors_come_before_any_event() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.first("task_started")["subagent_type"], "bash");
 }
+
+/// examples/pipeline-indexed-job.yaml: its container's exact shell command, run for every
+/// completion index as Kubernetes would (JOB_COMPLETION_INDEX, the manifest's own N), covers
+/// the example's items exactly once, and the shards' results merge in input order.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_indexed_job_manifest_covers_every_item_once() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let text = std::fs::read_to_string(examples.join("pipeline-indexed-job.yaml")).unwrap();
+    let job: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let completions = job["spec"]["completions"].as_u64().unwrap();
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let command: Vec<String> = container["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(command[..2], ["/bin/sh", "-c"]);
+    let env: Vec<(String, String)> = container["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_string();
+            (name, e["value"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(env
+        .iter()
+        .any(|(k, v)| k == "N" && *v == completions.to_string()));
+    // The pod's working directory: the example's inputs and a shared out/.
+    let dir = workspace();
+    for f in ["tickets.jsonl", "ticket.schema.json", "triage.json"] {
+        std::fs::copy(examples.join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    let bin_dir = Path::new(super::harness::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for index in 0..completions {
+        let mut c = tokio::process::Command::new(&command[0]);
+        c.args(&command[1..])
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", dir.path())
+            .env("JOB_COMPLETION_INDEX", index.to_string());
+        for (k, v) in &env {
+            c.env(k, v);
+        }
+        let out = c.output().await.unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "index {index}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events =
+            std::fs::read_to_string(dir.path().join(format!("out/events-{index}.jsonl"))).unwrap();
+        assert!(events.lines().last().unwrap().contains("\"run_completed\""));
+    }
+    let items = std::fs::read_to_string(examples.join("tickets.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    let mut all = Vec::new();
+    for index in 0..completions {
+        let lines = results(&dir.path().join(format!("out/results-{index}.jsonl")));
+        let mine = indexes(&lines);
+        assert!(mine.iter().all(|i| i % completions == index), "{mine:?}");
+        assert!(lines.iter().all(|l| l["final_output"]["label"] == "bug"));
+        all.extend(mine);
+    }
+    all.sort();
+    assert_eq!(all, (0..items).collect::<Vec<u64>>());
+}
