@@ -18,6 +18,8 @@ pub struct EachInputs {
     pub agent: String,
     pub shard: Shard,
     pub results: Option<PathBuf>,
+    /// The input's path when it is a regular file (the live view counts its items).
+    pub count_path: Option<PathBuf>,
 }
 
 /// The type items run as when `--agent` is not given.
@@ -63,11 +65,13 @@ pub fn check(args: &RunArgs) -> Result<Option<EachInputs>> {
     if agent.trim().is_empty() {
         return Err(usage("--agent is empty: name a sub-agent type"));
     }
+    let count_path = (each.as_os_str() != "-" && each.is_file()).then(|| each.clone());
     Ok(Some(EachInputs {
         input: open(each, args)?,
         agent,
         shard,
         results: args.results.clone(),
+        count_path,
     }))
 }
 

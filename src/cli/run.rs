@@ -164,6 +164,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             agent: e.agent,
             shard: e.shard,
             results: e.results,
+            count_path: e.count_path,
         }),
     })
 }

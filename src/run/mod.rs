@@ -66,7 +66,8 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         })
     };
     stdout_watch::watch(on_closed.clone());
-    let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed));
+    let item_total = item_total(&spec);
+    let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed, item_total));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(*code, message.clone()));
@@ -330,7 +331,27 @@ fn signalled_deadline_passed(control: &RunControl) -> bool {
     )
 }
 
-fn output_for(spec: &RunSpec, run_id: &str, on_closed: OnStdoutLost) -> Output {
+/// An `--each` run's item count for the live view, counted on the side when the items are
+/// a regular file and the view is drawn.
+fn item_total(spec: &RunSpec) -> Option<crate::ui::ItemTotal> {
+    let each = spec.each.as_ref().filter(|_| !spec.json)?;
+    let total = crate::ui::ItemTotal::default();
+    if let Some(path) = each
+        .count_path
+        .clone()
+        .filter(|_| crate::ui::HumanView::live(spec.quiet))
+    {
+        each::count_in_background(path, each.shard, total.clone());
+    }
+    Some(total)
+}
+
+fn output_for(
+    spec: &RunSpec,
+    run_id: &str,
+    on_closed: OnStdoutLost,
+    items: Option<crate::ui::ItemTotal>,
+) -> Output {
     if spec.json {
         Output::Json {
             run_id: run_id.to_string(),
@@ -338,7 +359,7 @@ fn output_for(spec: &RunSpec, run_id: &str, on_closed: OnStdoutLost) -> Output {
         }
     } else {
         Output::Human(Box::new(crate::ui::HumanView::new(
-            spec.quiet, spec.color, on_closed,
+            spec.quiet, spec.color, on_closed, items,
         )))
     }
 }

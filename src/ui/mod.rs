@@ -2,6 +2,7 @@
 //! stderr when it is a terminal (`live.rs`, fed from `state.rs`), the final answer on
 //! stdout, a one-line summary on stderr. Fed by the same events as the JSON writer.
 
+mod items;
 mod live;
 pub mod state;
 mod tty;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{Envelope, Event, Renderer};
 use crate::text::tenths as ms;
+pub use items::ItemTotal;
 use live::LiveView;
 use state::{Ending, Printed, ViewState};
 
@@ -39,15 +41,26 @@ pub(crate) fn paint(color: bool, code: &str, s: &str) -> String {
 }
 
 impl HumanView {
-    pub fn new(quiet: bool, color: bool, on_closed: crate::events::OnStdoutLost) -> Self {
-        let progress = !quiet && std::io::stderr().is_terminal();
+    /// `items`: an `--each` run, whose view shows item progress instead of the lead.
+    pub fn new(
+        quiet: bool,
+        color: bool,
+        on_closed: crate::events::OnStdoutLost,
+        items: Option<ItemTotal>,
+    ) -> Self {
+        let progress = Self::live(quiet);
         Self {
-            state: ViewState::new(),
+            state: items.map_or_else(ViewState::new, ViewState::for_items),
             live: progress.then(|| LiveView::new(color)),
             quiet,
             color,
             on_closed,
         }
+    }
+
+    /// Whether a view with `quiet` draws the live bars (stderr is a terminal).
+    pub fn live(quiet: bool) -> bool {
+        !quiet && std::io::stderr().is_terminal()
     }
 
     fn paint(&self, code: &str, s: &str) -> String {

@@ -198,6 +198,20 @@ pub fn read_items<R: BufRead>(
     }
 }
 
+/// How many of the input's items belong to `shard` (at most `max` items are looked at).
+pub fn count_items<R: BufRead>(mut input: R, shard: Shard, max: u64) -> std::io::Result<u64> {
+    let mut line = Line::default();
+    let (mut index, mut mine) = (0u64, 0u64);
+    while index < max && read_line(&mut input, MAX_ITEM_BYTES, &mut line)? {
+        if is_blank(&line) {
+            continue;
+        }
+        mine += u64::from(shard.has(index));
+        index += 1;
+    }
+    Ok(mine)
+}
+
 /// Whether a line is only whitespace (not an item). A line too long to keep whole is
 /// blank when every byte is ASCII whitespace; one kept whole by its text.
 fn is_blank(line: &Line) -> bool {
@@ -357,6 +371,15 @@ mod tests {
         // Another shard's items count too.
         let other = all("a\nb\nc\nd\n", "{{item}}", Shard { k: 1, n: 2 }, 3);
         assert!(matches!(other.last(), Some(Next::End(Err(_)))), "{other:?}");
+    }
+
+    #[test]
+    fn items_are_counted_by_the_same_rules() {
+        let input = b"a\n\n  \n{\"x\": 1}\n\xff\nb\r\nc\n";
+        let count = |shard, max| count_items(Cursor::new(input.to_vec()), shard, max).unwrap();
+        assert_eq!(count(Shard::WHOLE, 100), 5);
+        assert_eq!(count(Shard { k: 1, n: 2 }, 100), 2);
+        assert_eq!(count(Shard::WHOLE, 3), 3);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct EachSpec {
     pub agent: String,
     pub shard: Shard,
     pub results: Option<PathBuf>,
+    /// The items' file when it is a regular one, which the live view may count.
+    pub count_path: Option<PathBuf>,
 }
 
 /// Where the end of every item is kept: the `--results` file. (A `--state` ledger, which
@@ -187,6 +189,21 @@ fn start(
     if let Some(rec) = sched.start_item(item.index, &prompt, kind.clone(), hook) {
         inflight.spawn(run_item(sched.clone(), rec, problem));
     }
+}
+
+/// Counts the items of `path` (this shard's) on a thread of its own, for the live view's
+/// queue and ETA; a file that cannot be read again is simply not counted.
+pub fn count_in_background(path: PathBuf, shard: Shard, total: crate::ui::ItemTotal) {
+    let _ = std::thread::Builder::new()
+        .name("deerflow-count".into())
+        .spawn(move || {
+            if let Ok(f) = std::fs::File::open(&path) {
+                let input = BufReader::with_capacity(64 * 1024, f);
+                if let Ok(n) = items::count_items(input, shard, MAX_ITEMS) {
+                    total.set(n);
+                }
+            }
+        });
 }
 
 /// Reads the items on a thread of its own, a few ahead of the run.
