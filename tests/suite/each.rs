@@ -629,3 +629,75 @@ async fn the_indexed_job_manifest_covers_every_item_once() {
     all.sort();
     assert_eq!(all, (0..items).collect::<Vec<u64>>());
 }
+
+/// A run stopped by `--timeout`: the items in flight are cancelled and get their result line,
+/// items never started get none, and the file still ends in input order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_run_cancels_the_items_in_flight_and_still_rewrites_the_results() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+            "tasks": {"item 1": [{"text": "quick"}]},
+            "default_task": [{"text": "slow", "delay_ms": 30000}]}),
+    );
+    std::fs::write(ws.path().join("items.txt"), "a\nb\nc\nd\ne\n").unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--max-concurrent",
+        "2",
+        "--timeout",
+        "1s",
+        "--results",
+        "r.jsonl",
+        "x {{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 124, "{}", out.stderr);
+    assert_eq!(out.completed()["status"], "timed_out");
+    let lines = results(&ws.path().join("r.jsonl"));
+    assert_eq!(indexes(&lines), [0, 1, 2]);
+    assert_eq!(lines[1]["status"], "completed");
+    for l in [&lines[0], &lines[2]] {
+        assert_eq!(l["status"], "cancelled", "{l}");
+        assert_eq!(l["error"], "Run timed out after 1 seconds", "{l}");
+    }
+    assert_eq!(out.completed()["tasks"]["total"], 3);
+    assert_eq!(out.completed()["tasks"]["cancelled"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_item_that_times_out_makes_the_exit_code_4() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+            "tasks": {"item 0": [{"text": "slow", "delay_ms": 30000}]},
+            "default_task": [{"text": "ok"}]}),
+    );
+    std::fs::write(ws.path().join("items.txt"), "a\nb\n").unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--subagent-timeout",
+        "1s",
+        "x {{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert_eq!(out.first("task_timed_out")["item_index"], 0);
+    assert_eq!(out.completed()["status"], "completed");
+}
