@@ -146,7 +146,12 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             if spec.json {
                 crate::logging::stderr_line(&format!("deerflow: {why}"));
             }
-            let error = error.map_or(why.clone(), |e| format!("{e}; {why}"));
+            // A write error seen mid-run already failed the run with these words.
+            let error = match error {
+                Some(e) if e.contains(&why) => e,
+                Some(e) => format!("{e}; {why}"),
+                None => why,
+            };
             (RunStatus::Failed, Some(error))
         }
     };

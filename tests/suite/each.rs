@@ -701,3 +701,37 @@ async fn an_item_that_times_out_makes_the_exit_code_4() {
     assert_eq!(out.first("task_timed_out")["item_index"], 0);
     assert_eq!(out.completed()["status"], "completed");
 }
+
+/// A results file that cannot be written (a full disk: /dev/full) stops reading items and
+/// fails the run, naming the file once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_results_write_error_fails_the_run() {
+    let ws = workspace();
+    let c = done_cassette(ws.path());
+    std::fs::write(ws.path().join("items.txt"), "a\n".repeat(50)).unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--results",
+        "/dev/full",
+        "x {{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let done = out.completed();
+    assert_eq!(done["status"], "failed");
+    let error = done["error"].as_str().unwrap();
+    assert_eq!(
+        error
+            .matches("cannot write the results to /dev/full")
+            .count(),
+        1,
+        "{error}"
+    );
+}
