@@ -139,7 +139,7 @@ impl HumanView {
             self.err_line(&self.paint("31", &format!("deerflow: {status}: {e}")));
         }
         if !self.quiet {
-            if let Some(s) = summary_line(event) {
+            if let Some(s) = summary_line(event, self.state.is_items()) {
                 self.err_line(&self.paint("2", &s));
             }
         }
@@ -147,7 +147,8 @@ impl HumanView {
 }
 
 /// The run's one-line summary on stderr: `deerflow: completed · 3 turns · 6228 tokens · 11.5s`.
-pub fn summary_line(event: &Event) -> Option<String> {
+/// An `--each` run (`items`) has no turns of its own, and its tasks are items.
+pub fn summary_line(event: &Event, items: bool) -> Option<String> {
     let Event::RunCompleted {
         status,
         duration_ms,
@@ -159,12 +160,15 @@ pub fn summary_line(event: &Event) -> Option<String> {
     else {
         return None;
     };
-    let mut s = format!(
-        "deerflow: {status} · {} · {} tokens · {}",
-        plural(*turns, "turn"),
+    let mut s = format!("deerflow: {status}");
+    if !items {
+        s.push_str(&format!(" · {}", plural(*turns, "turn")));
+    }
+    s.push_str(&format!(
+        " · {} tokens · {}",
         usage.total_tokens,
         ms(*duration_ms)
-    );
+    ));
     if tasks.total > 0 {
         let states = [
             (tasks.completed, "completed"),
@@ -177,9 +181,10 @@ pub fn summary_line(event: &Event) -> Option<String> {
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!("{n} {what}"))
             .collect();
+        let what = if items { "item" } else { "task" };
         s.push_str(&format!(
             " · {} ({})",
-            plural(tasks.total, "task"),
+            plural(tasks.total, what),
             parts.join(", ")
         ));
     }
@@ -275,7 +280,7 @@ mod tests {
     #[test]
     fn summary_line_names_status_turns_tokens_time_and_tasks() {
         assert_eq!(
-            summary_line(&completed(TaskCounts::default(), None)).as_deref(),
+            summary_line(&completed(TaskCounts::default(), None), false).as_deref(),
             Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s")
         );
         let tasks = TaskCounts {
@@ -285,11 +290,15 @@ mod tests {
             ..TaskCounts::default()
         };
         assert_eq!(
-            summary_line(&completed(tasks, Some(0.01234))).as_deref(),
+            summary_line(&completed(tasks, Some(0.01234)), false).as_deref(),
             Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed, 1 failed) · $0.0123")
         );
         assert_eq!(
-            summary_line(&Event::warning(WarningCode::Budget, "y")),
+            summary_line(&completed(tasks, None), true).as_deref(),
+            Some("deerflow: completed · 6228 tokens · 11.5s · 3 items (2 completed, 1 failed)")
+        );
+        assert_eq!(
+            summary_line(&Event::warning(WarningCode::Budget, "y"), false),
             None
         );
     }

@@ -100,6 +100,11 @@ impl ViewState {
         }
     }
 
+    /// Whether this is an `--each` run.
+    pub fn is_items(&self) -> bool {
+        self.items.is_some()
+    }
+
     /// The first line of the view: the items' progress, else the lead's.
     pub fn headline(&self, now: Instant) -> String {
         match &self.items {
