@@ -280,6 +280,11 @@ async fn items_come_from_stdin_and_without_json_stdout_carries_only_the_results(
     got.sort();
     assert_eq!(got, [0, 1], "{}", out.stdout);
     assert!(lines.iter().all(|l| l["status"] == "completed"));
+    assert!(
+        out.stderr.contains(" · 2 items (2 completed)") && !out.stderr.contains("turn"),
+        "{}",
+        out.stderr
+    );
 
     // The prompt cannot come from stdin too.
     let out = deerflow(["run", "-m", &model_arg(&c), "--each", "-"])
