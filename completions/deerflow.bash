@@ -619,7 +619,7 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__run)
-            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --web --skills --output-last-message --output-schema --record --set --quiet --mcp-config --color --thinking --image --config --help"
+            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --web --skills --output-last-message --output-schema --record --set --quiet --mcp-config --color --thinking --image --each --agent --results --shard --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -714,6 +714,22 @@ _deerflow() {
                     return 0
                     ;;
                 --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --each)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --results)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --shard)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -55,6 +55,10 @@ _arguments "${_arguments_options[@]}" : \
 '--color=[Colour on stderr (NO_COLOR is honoured)]:WHEN:(auto always never)' \
 '--thinking=[Extended thinking / reasoning for models with supports_thinking \[default\: the model'\''s default, on\]]:on|off:(on off)' \
 '*--image=[Attach an image (PNG, JPEG, GIF or WebP) to the task; the model needs supports_vision\: true; repeatable]:FILE:_files' \
+'--each=[Run the prompt once per item of FILE (JSONL, or one item per line; - = stdin), as a template\: {{item}}, {{index}}, {{FIELD}}, {{a.b}}]:FILE:_files' \
+'--agent=[With --each\: the sub-agent type each item runs as \[default\: general-purpose\]]:TYPE:_default' \
+'--results=[With --each\: one JSON line per item as it finishes, rewritten in input order at the end]:FILE:_files' \
+'--shard=[With --each\: run only the items whose 0-based index mod N is K-1]:K/N:_default' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[NDJSON events on stdout; nothing else goes to stdout]' \

@@ -149,6 +149,9 @@ pub enum Event {
     /// A sub-agent begins running.
     TaskStarted {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         description: String,
         subagent_type: String,
         model: String,
@@ -159,6 +162,9 @@ pub enum Event {
     /// A new message inside a sub-agent; `usage` is cumulative.
     TaskRunning {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         message_index: u32,
         message: TaskMessage,
         usage: UsageTotals,
@@ -166,6 +172,9 @@ pub enum Event {
     /// Terminal: the sub-agent answered.
     TaskCompleted {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         result: String,
         usage: UsageTotals,
         turns: u32,
@@ -175,6 +184,9 @@ pub enum Event {
     /// Terminal: the sub-agent failed.
     TaskFailed {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         error: String,
         usage: UsageTotals,
         turns: u32,
@@ -184,6 +196,9 @@ pub enum Event {
     /// Terminal: the sub-agent ran out of time.
     TaskTimedOut {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         error: String,
         #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
@@ -193,6 +208,9 @@ pub enum Event {
     /// Terminal: the task was cancelled, running or queued.
     TaskCancelled {
         task_id: String,
+        /// The `--each` item this task runs (contract §15); absent for a delegated task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item_index: Option<u64>,
         error: String,
         usage: UsageTotals,
         duration_ms: u64,
@@ -642,6 +660,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::TaskStarted {
             task_id: "call_1".into(),
+            item_index: Some(7),
             description: "d".into(),
             subagent_type: "general-purpose".into(),
             model: "gpt".into(),
@@ -650,6 +669,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         inside(Event::TaskRunning {
             task_id: "call_1".into(),
+            item_index: Some(7),
             message_index: 1,
             message: TaskMessage::Assistant {
                 text: String::new(),
@@ -664,6 +684,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         inside(Event::TaskRunning {
             task_id: "call_1".into(),
+            item_index: None,
             message_index: 2,
             message: TaskMessage::Tool {
                 text: "a.txt".into(),
@@ -675,6 +696,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::TaskCompleted {
             task_id: "call_1".into(),
+            item_index: Some(7),
             result: "r".into(),
             usage,
             turns: 2,
@@ -683,6 +705,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::TaskFailed {
             task_id: "call_3".into(),
+            item_index: None,
             error: "e".into(),
             usage,
             turns: 1,
@@ -691,6 +714,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::TaskTimedOut {
             task_id: "call_4".into(),
+            item_index: Some(7),
             error: "Execution timed out after 0.5 seconds".into(),
             timeout_seconds: 0.5,
             usage,
@@ -698,6 +722,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::TaskCancelled {
             task_id: "call_5".into(),
+            item_index: None,
             error: "Run timed out after 1 seconds".into(),
             usage,
             duration_ms: 3,

@@ -137,7 +137,8 @@ mod tests {
             for key in l.as_object().unwrap().keys() {
                 let in_envelope = schema["required"].as_array().unwrap().contains(&json!(key));
                 let optional_here = t == "warning" && optional.contains(&key.as_str())
-                    || key == "task_id" && env.task_id.is_some();
+                    || key == "task_id" && env.task_id.is_some()
+                    || key == "item_index" && t.starts_with("task_");
                 assert!(
                     in_envelope || optional_here || required.contains(&json!(key)),
                     "{t}.{key} is always written but not required"
@@ -209,6 +210,7 @@ mod tests {
             line(&Envelope {
                 event: Event::TaskRunning {
                     task_id: "t".into(),
+                    item_index: None,
                     message_index: 1,
                     message: TaskMessage::Assistant {
                         text: "hi".into(),

@@ -8,6 +8,15 @@ use crate::model::output_schema::{retry_message, Violation};
 /// How many times an answer that does not validate is sent back before the agent fails.
 pub const MAX_SCHEMA_RETRIES: u32 = 2;
 
+/// How the failure of an answer that never validated starts; the first violation follows.
+const SCHEMA_FAILED: &str = "the final answer does not match the output schema after 2 retries: ";
+
+/// The first violation, when `error` is the failure of an answer that never validated (an
+/// `--each` item reports it alone, §15).
+pub fn schema_violation(error: &str) -> Option<&str> {
+    error.strip_prefix(SCHEMA_FAILED)
+}
+
 /// What becomes of an ending.
 pub enum Checked {
     End(AgentEnd),
@@ -37,10 +46,7 @@ pub fn check(agent: &Agent, end: AgentEnd, retries: u32, limit: Option<AgentEnd>
     };
     let first = first(&violations);
     if retries >= MAX_SCHEMA_RETRIES {
-        return Checked::End(AgentEnd::Failed(format!(
-            "the final answer does not match the output schema after {MAX_SCHEMA_RETRIES} \
-             retries: {first}"
-        )));
+        return Checked::End(AgentEnd::Failed(format!("{SCHEMA_FAILED}{first}")));
     }
     if let Some(end) = limit {
         return Checked::End(end);
@@ -61,4 +67,20 @@ fn first(violations: &[Violation]) -> String {
         .first()
         .map(|v| v.to_string())
         .unwrap_or_else(|| "the answer does not validate".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_failure_text_names_the_retries_and_gives_back_the_violation() {
+        assert!(SCHEMA_FAILED.contains(&format!("after {MAX_SCHEMA_RETRIES} retries")));
+        let e = format!("{SCHEMA_FAILED}/n: 3 is not of type \"string\"");
+        assert_eq!(
+            schema_violation(&e),
+            Some("/n: 3 is not of type \"string\"")
+        );
+        assert_eq!(schema_violation("provider error"), None);
+    }
 }

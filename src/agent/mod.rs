@@ -5,7 +5,7 @@ mod call_ids;
 pub mod compaction;
 pub mod context;
 pub mod control;
-mod final_answer;
+pub mod final_answer;
 pub mod guards;
 pub mod observer;
 pub mod prompts;

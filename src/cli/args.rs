@@ -230,6 +230,23 @@ pub struct RunArgs {
     /// supports_vision: true; repeatable
     #[arg(long = "image", value_name = "FILE")]
     pub image: Vec<PathBuf>,
+
+    /// Run the prompt once per item of FILE (JSONL, or one item per line; - = stdin), as a
+    /// template: {{item}}, {{index}}, {{FIELD}}, {{a.b}}
+    #[arg(long, value_name = "FILE")]
+    pub each: Option<PathBuf>,
+
+    /// With --each: the sub-agent type each item runs as [default: general-purpose]
+    #[arg(long, value_name = "TYPE")]
+    pub agent: Option<String>,
+
+    /// With --each: one JSON line per item as it finishes, rewritten in input order at the end
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
+
+    /// With --each: run only the items whose 0-based index mod N is K-1
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
 }
 
 /// `90s`, `30m`, `1h`, `1h30m`, or plain seconds; positive and at most a year.

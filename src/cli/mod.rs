@@ -5,6 +5,7 @@ mod agents;
 pub mod args;
 mod config_cmd;
 mod docs;
+mod each_args;
 pub mod error;
 mod mcp_cmd;
 mod run;

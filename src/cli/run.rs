@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::args::{ColorChoice, OnOff, RunArgs};
 use anyhow::{Context, Result};
 
+use super::each_args::EachInputs;
 use super::error::{self, usage};
 use super::tool_name_warnings;
 use crate::agent::compaction::{RunContext, Size, Summarization};
@@ -20,6 +21,8 @@ use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
 use crate::model::{registry, StopRules};
+use crate::run::each::template::Template;
+use crate::run::each::EachSpec;
 use crate::run::{LeadModel, RunSpec};
 use crate::subagent::registry::{effective_types, RegistryInputs};
 use crate::subagent::{skills, SubagentSetup};
@@ -45,7 +48,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
-    let (workspace_dir, output_schema, prompt) = check_usage(&args, &cwd)?;
+    let (workspace_dir, output_schema, prompt, each) = check_usage(&args, &cwd)?;
     let images = read_images(&args.image, &cwd)?;
     let mut loaded = config::load(&config::LoadOptions {
         explicit: config_path,
@@ -70,15 +73,12 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .map(|p| (p.clone(), Arc::new(RecordLog::default())));
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
     models.thinking = args.thinking.map(|t| t == OnOff::On);
-    let lead = models.build(&config::model_choice(args.model.as_deref(), cfg)?)?;
-    if !images.is_empty() && !lead.vision {
-        return Err(ConfigError::Model(format!(
-            "--image: model '{}' does not take images; set supports_vision: true on its \
-             models: entry if it does",
-            lead.info.name
-        ))
-        .into());
-    }
+    let choice = config::model_choice(args.model.as_deref(), cfg)?;
+    // An `--each` run has no lead: only its items' model is resolved (§15).
+    let lead = match &each {
+        Some(_) => None,
+        None => Some(models.build(&choice)?),
+    };
     let (skill_list, skill_warnings) = skills::discover(&skills_dir);
     let mut warnings = config_warnings(&loaded);
     warnings.extend(unused_sandbox_warning(&cfg.sandbox, allow_bash));
@@ -87,22 +87,40 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             .into_iter()
             .map(|m| (WarningCode::SkillSkipped, m)),
     );
-    let subagents = if cfg.subagents.enabled && !args.no_subagents {
-        let inputs = RegistryInputs {
-            allow_bash,
-            timeout_flag: args.subagent_timeout,
-            lead_model: &lead.info.name,
-        };
-        Some(subagent_setup(
-            cfg,
-            &inputs,
-            &mut models,
-            &skill_list,
-            &mut warnings,
-        )?)
-    } else {
-        None
+    let lead_name = lead.as_ref().map_or(choice, |l| l.info.name.clone());
+    let inputs = RegistryInputs {
+        allow_bash,
+        timeout_flag: args.subagent_timeout,
+        lead_model: &lead_name,
     };
+    let (lead, subagents) = match (lead, &each) {
+        (Some(lead), _) if cfg.subagents.enabled && !args.no_subagents => {
+            let setup = subagent_setup(cfg, &inputs, &mut models, &skill_list, &mut warnings)?;
+            (lead, Some(setup))
+        }
+        (Some(lead), _) => (lead, None),
+        (None, Some(e)) => {
+            let (model, setup) = item_setup(
+                cfg,
+                &inputs,
+                &mut models,
+                &skill_list,
+                &mut warnings,
+                &e.agent,
+            )?;
+            (model, Some(setup))
+        }
+        (None, None) => unreachable_lead()?,
+    };
+    // The model that gets the images: the lead's, or with `--each` every item's.
+    if !images.is_empty() && !lead.vision {
+        return Err(ConfigError::Model(format!(
+            "--image: model '{}' does not take images; set supports_vision: true on its \
+             models: entry if it does",
+            lead.info.name
+        ))
+        .into());
+    }
     let mut workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
         usage(format!(
             "cannot use workspace {}: {e}",
@@ -121,6 +139,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .token_budget
         .enabled
         .then_some(cfg.token_budget.max_tokens);
+    let prompt_text = prompt.clone();
     Ok(RunSpec {
         prompt,
         images,
@@ -158,7 +177,68 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         context,
         tool_results,
         mcp: loaded.mcp.clone(),
+        each: each.map(|e| EachSpec {
+            input: e.input,
+            template: Template::parse(&prompt_text),
+            agent: e.agent,
+            shard: e.shard,
+            results: e.results,
+            count_path: e.count_path,
+        }),
     })
+}
+
+/// The lead is built whenever there is no `--each`; this only keeps the match whole.
+fn unreachable_lead() -> Result<(LeadModel, Option<Arc<SubagentSetup>>)> {
+    Err(anyhow::anyhow!(
+        "internal error: a run without a lead and without --each"
+    ))
+}
+
+/// An `--each` run's one sub-agent type (`--agent`), with its model resolved and built;
+/// that model is the run's (`run_started.model`). An unknown or unavailable type is a
+/// configuration error.
+fn item_setup(
+    cfg: &config::Config,
+    inputs: &RegistryInputs,
+    models: &mut ModelBuilder,
+    skills: &[crate::subagent::Skill],
+    warnings: &mut Vec<(WarningCode, String)>,
+    agent: &str,
+) -> Result<(LeadModel, Arc<SubagentSetup>)> {
+    let (types, reg_warnings) = effective_types(&cfg.subagents, inputs);
+    warnings.extend(
+        reg_warnings
+            .into_iter()
+            .map(|m| (WarningCode::ConfigIgnored, m)),
+    );
+    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    let Some(t) = types.iter().find(|t| t.name == agent) else {
+        let bash = if agent == "bash" {
+            " (bash needs --allow-bash or sandbox.allow_host_bash: true)"
+        } else {
+            ""
+        };
+        return Err(ConfigError::Model(format!(
+            "--agent: unknown sub-agent type '{agent}'{bash}. Available: {}",
+            names.join(", ")
+        ))
+        .into());
+    };
+    let model = models
+        .build(&t.model)
+        .with_context(|| subagent_model_key(&cfg.subagents, &t.name))?;
+    let by_name = [(t.model.clone(), model.model.clone())]
+        .into_iter()
+        .collect();
+    let vision = model.vision.then(|| t.model.clone()).into_iter().collect();
+    let setup = SubagentSetup {
+        types: vec![Arc::new(t.clone())],
+        models: by_name,
+        vision,
+        skills: skills.to_vec(),
+    };
+    Ok((model, Arc::new(setup)))
 }
 
 /// The run's context policy (`summarization`, `tool_output`), and the run-scoped directory
@@ -239,7 +319,14 @@ pub(super) fn child_env(loaded: &LoadedConfig) -> ChildEnv {
 /// Everything a usage error can come from, before any configuration is read: the
 /// workspace, the output paths, the skills flag, the output schema and the prompt (stdin
 /// last, so nothing is consumed for a run that cannot start).
-fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, Option<Arc<OutputSchema>>, String)> {
+type Checked = (
+    PathBuf,
+    Option<Arc<OutputSchema>>,
+    String,
+    Option<EachInputs>,
+);
+
+fn check_usage(args: &RunArgs, cwd: &Path) -> Result<Checked> {
     let workspace_dir = workspace_dir(args.workspace.as_deref(), cwd)?;
     check_output_path("--output-last-message", args.output_last_message.as_deref())?;
     check_output_path("--record", args.record.as_deref())?;
@@ -258,7 +345,8 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<(PathBuf, Option<Arc<Output
                 .map_err(|why| usage(format!("--output-schema {} {why}", path.display())))
         })
         .transpose()?;
-    Ok((workspace_dir, schema, read_prompt(args)?))
+    let each = super::each_args::check(args)?;
+    Ok((workspace_dir, schema, read_prompt(args)?, each))
 }
 
 /// The `--image` files, each read and made ready to send; one that cannot be read or is no

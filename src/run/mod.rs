@@ -2,6 +2,7 @@
 //! and the event writer together, and turns the outcome into `run_completed` and an exit
 //! code. Everything from `run_started` on ends with exactly one `run_completed`.
 
+pub mod each;
 pub mod output_file;
 mod signals;
 mod spec;
@@ -65,7 +66,8 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         })
     };
     stdout_watch::watch(on_closed.clone());
-    let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed));
+    let item_total = item_total(&spec);
+    let (events, writer) = start_writer(output_for(&spec, &run_id, on_closed, item_total));
     events.emit(run_started(&spec));
     for (code, message) in &spec.warnings {
         events.emit(Event::warning(*code, message.clone()));
@@ -101,18 +103,28 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         stops: spec.stops.clone(),
     });
     let artifacts = Arc::new(Mutex::new(Vec::new()));
+    let mut each = spec.each.take();
+    let item_log = each.as_ref().map(|e| item_log(e, &spec, &control));
     let scheduler = spec.subagents.clone().map(|setup| {
         Scheduler::new(
             setup,
             shared.clone(),
             events.clone(),
-            scheduler_limits(&spec),
+            scheduler_limits(&spec, item_log.is_some()),
         )
     });
     let end = match sandbox_failure.or(mcp_failure) {
         // No sandbox, or a required server is down: the run fails before the first model call.
         Some(error) => Ok(AgentEnd::Failed(error)),
         None if control.cancel.is_cancelled() => Ok(AgentEnd::Cancelled),
+        None if item_log.is_some() => Ok(drive_items(
+            each.take(),
+            scheduler.as_ref(),
+            &control,
+            item_log.as_ref(),
+            &spec,
+        )
+        .await),
         None => {
             let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
             drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await
@@ -131,6 +143,21 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
     let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
+    let (status, error) = match finish_results(item_log.as_deref(), &control).await {
+        Ok(()) => (status, error),
+        Err(why) => {
+            if spec.json {
+                crate::logging::stderr_line(&format!("deerflow: {why}"));
+            }
+            // A write error seen mid-run already failed the run with these words.
+            let error = match error {
+                Some(e) if e.contains(&why) => e,
+                Some(e) => format!("{e}; {why}"),
+                None => why,
+            };
+            (RunStatus::Failed, Some(error))
+        }
+    };
     // The files are whole before `run_completed` says so: a consumer reads them on that line.
     let (late, early): (Vec<_>, Vec<_>) = outputs(&spec, status, final_message.as_deref())
         .into_iter()
@@ -314,7 +341,27 @@ fn signalled_deadline_passed(control: &RunControl) -> bool {
     )
 }
 
-fn output_for(spec: &RunSpec, run_id: &str, on_closed: OnStdoutLost) -> Output {
+/// An `--each` run's item count for the live view, counted on the side when the items are
+/// a regular file and the view is drawn.
+fn item_total(spec: &RunSpec) -> Option<crate::ui::ItemTotal> {
+    let each = spec.each.as_ref().filter(|_| !spec.json)?;
+    let total = crate::ui::ItemTotal::default();
+    if let Some(path) = each
+        .count_path
+        .clone()
+        .filter(|_| crate::ui::HumanView::live(spec.quiet))
+    {
+        each::count_in_background(path, each.shard, total.clone());
+    }
+    Some(total)
+}
+
+fn output_for(
+    spec: &RunSpec,
+    run_id: &str,
+    on_closed: OnStdoutLost,
+    items: Option<crate::ui::ItemTotal>,
+) -> Output {
     if spec.json {
         Output::Json {
             run_id: run_id.to_string(),
@@ -322,7 +369,7 @@ fn output_for(spec: &RunSpec, run_id: &str, on_closed: OnStdoutLost) -> Output {
         }
     } else {
         Output::Human(Box::new(crate::ui::HumanView::new(
-            spec.quiet, spec.color, on_closed,
+            spec.quiet, spec.color, on_closed, items,
         )))
     }
 }
@@ -348,14 +395,91 @@ fn run_started(spec: &RunSpec) -> Event {
     }
 }
 
-fn scheduler_limits(spec: &RunSpec) -> SchedulerLimits {
+/// An `--each` run has no task limit (§15), and each item answers to the output schema.
+fn scheduler_limits(spec: &RunSpec, items: bool) -> SchedulerLimits {
     SchedulerLimits {
         workspace: spec.workspace.clone(),
         limits: spec.limits.clone(),
         tools: spec.tools.clone(),
         max_concurrent: spec.max_concurrent,
-        max_tasks: spec.max_tasks,
+        max_tasks: if items { u32::MAX } else { spec.max_tasks },
+        output_schema: if items {
+            spec.output_schema.clone()
+        } else {
+            None
+        },
+        item_images: if items {
+            spec.images.clone()
+        } else {
+            Vec::new()
+        },
     }
+}
+
+/// The record of an `--each` run's items: its `--results` file, truncated now. A closed
+/// pipe behind it stops the run as a closed stdout would.
+fn item_log(
+    each: &each::EachSpec,
+    spec: &RunSpec,
+    control: &Arc<RunControl>,
+) -> Arc<each::ItemLog> {
+    let results = each.results.as_ref().and_then(|path| {
+        let on_error: each::results::OnError = {
+            let control = control.clone();
+            Arc::new(move |pipe, _why: &str| {
+                if pipe {
+                    control.stop(StopCause::StdoutClosed);
+                }
+            })
+        };
+        let give_up = {
+            let control = control.clone();
+            Arc::new(move || signalled_deadline_passed(&control))
+        };
+        match each::results::ResultsFile::open(path, each.shard, on_error, give_up) {
+            Ok(r) => Some(r),
+            Err(why) => {
+                // Checked before the run; what changed since ends the run before any item.
+                crate::logging::stderr_line(&format!("deerflow: {why}"));
+                control.stop(StopCause::StdoutFailed);
+                None
+            }
+        }
+    });
+    Arc::new(each::ItemLog {
+        results,
+        schema: spec.output_schema.is_some(),
+    })
+}
+
+/// Runs the items of an `--each` run (the scheduler exists: `--each` always sets one up).
+async fn drive_items(
+    each: Option<each::EachSpec>,
+    scheduler: Option<&Arc<Scheduler>>,
+    control: &RunControl,
+    log: Option<&Arc<each::ItemLog>>,
+    spec: &RunSpec,
+) -> AgentEnd {
+    match (each, scheduler, log) {
+        (Some(e), Some(s), Some(log)) => {
+            each::drive(e, s, control, log.clone(), spec.max_concurrent as usize).await
+        }
+        _ => AgentEnd::Failed("internal error: --each without its scheduler".into()),
+    }
+}
+
+/// Puts the `--results` file in input order (every path that emits `run_completed`
+/// passes here); the items' lines are all queued by now.
+async fn finish_results(log: Option<&each::ItemLog>, control: &RunControl) -> Result<(), String> {
+    let Some(results) = log.and_then(|l| l.results.as_ref()) else {
+        return Ok(());
+    };
+    let give_up_at = drain_deadline(control);
+    results
+        .finish(|| {
+            give_up_at.is_some_and(|t| Instant::now() >= t) || signalled_deadline_passed(control)
+        })
+        .await
 }
 
 fn lead_agent(

@@ -138,6 +138,12 @@ pub fn after_the_stream(path: &Path) -> bool {
         })
 }
 
+/// Whether `path` names this process's stdout: `/dev/stdout` and its aliases, or the file
+/// stdout goes to.
+pub fn names_stdout(path: &Path) -> bool {
+    own_descriptor(path) == Some(1) || is_stdout(path)
+}
+
 /// Whether `path` is where this process's stdout goes.
 fn is_stdout(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -167,7 +173,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// A descriptor of ours is duplicated; anything else is opened for appending, which is
 /// writing in place for a FIFO or a device and never overwrites a file another process
 /// appends to.
-fn open_through(p: &Path) -> std::io::Result<File> {
+pub fn open_through(p: &Path) -> std::io::Result<File> {
     use std::os::fd::FromRawFd;
     match own_descriptor(p) {
         Some(fd) if fd >= 0 => {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::each::EachSpec;
 use crate::agent::guards::LoopLimits;
 use crate::agent::{ContextPolicy, Progress};
 use crate::config::McpServer;
@@ -72,4 +73,6 @@ pub struct RunSpec {
     pub tool_results: Option<tempfile::TempDir>,
     /// Enabled MCP servers, started after `run_started` (contract §9).
     pub mcp: Vec<McpServer>,
+    /// `--each`: the prompt is a template run once per item, with no lead (§15).
+    pub each: Option<EachSpec>,
 }

@@ -1,6 +1,7 @@
 //! Sub-agents: the type registry, skills, the bounded-concurrency scheduler with its
 //! cancellation tree, the set-once task state machine, and the `task` tool the lead gets.
 
+pub mod item;
 pub mod prompts;
 pub mod record;
 pub mod registry;

@@ -18,6 +18,23 @@ use crate::tools::task_end::{TaskEnd, TaskStatus};
 use crate::tools::ToolOutput;
 use crate::usage::UsageTotals;
 
+/// Told of a task's end before its terminal event is emitted: `--each` writes the item's
+/// result line here (contract §15), and a ledger that must hold an end before the event
+/// says it belongs here too.
+pub trait EndHook: Send + Sync {
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>);
+}
+
+/// What a task's terminal event reports.
+pub struct Ended<'a> {
+    pub status: TaskStatus,
+    /// The result, or the error.
+    pub text: &'a str,
+    pub usage: UsageTotals,
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
 pub struct TaskRecord {
     /// The id, description and prompt in one allocation, split at `ends`: a fan-out holds
     /// every queued task's record, and three small strings cost three allocations each.
@@ -26,6 +43,9 @@ pub struct TaskRecord {
     pub kind: Arc<SubagentType>,
     /// Its place among the run's accepted tasks.
     pub(super) seq: u32,
+    /// The `--each` item it runs, carried by its events as `item_index`.
+    pub item: Option<u64>,
+    end_hook: Option<Arc<dyn EndHook>>,
     pub state: StateCell,
     /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
     progress: OnceLock<Arc<Progress>>,
@@ -55,12 +75,36 @@ impl TaskRecord {
             ends: [id.len(), id.len() + description.len()],
             kind,
             seq: 0,
+            item: None,
+            end_hook: None,
             state: StateCell::default(),
             progress: OnceLock::new(),
             slot: Slot::default(),
             started: Mutex::new(None),
             accepted: Instant::now(),
         }
+    }
+
+    /// Makes this the task of `--each` item `index`, whose end `hook` hears first.
+    pub fn for_item(mut self, index: u64, hook: Arc<dyn EndHook>) -> Self {
+        self.item = Some(index);
+        self.end_hook = Some(hook);
+        self
+    }
+
+    /// Computes what the terminal event reports once, tells the hook, and returns it.
+    fn ended<'a>(&self, status: TaskStatus, text: &'a str) -> Ended<'a> {
+        let end = Ended {
+            status,
+            text,
+            usage: self.usage(),
+            turns: self.turns(),
+            duration_ms: self.duration_ms(),
+        };
+        if let Some(h) = &self.end_hook {
+            h.ended(self, &end);
+        }
+        end
     }
 
     /// The task id: the lead's call id.
@@ -132,6 +176,7 @@ impl TaskRecord {
         *self.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         events.emit(Event::TaskStarted {
             task_id: self.id().to_string(),
+            item_index: self.item,
             description: self.description().to_string(),
             subagent_type: self.kind.name.clone(),
             model: self.kind.model.clone(),
@@ -150,12 +195,14 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Completed) {
             return self.already_ended();
         }
+        let end = self.ended(TaskStatus::Completed, &result);
         events.emit(Event::TaskCompleted {
             task_id: self.id().to_string(),
+            item_index: self.item,
             result: result.clone(),
-            usage: self.usage(),
-            turns: self.turns(),
-            duration_ms: self.duration_ms(),
+            usage: end.usage,
+            turns: end.turns,
+            duration_ms: end.duration_ms,
             stop_reason: stop_reason.map(String::from),
         });
         TaskEnd::new(TaskStatus::Completed, result).into_output()
@@ -165,12 +212,14 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Failed) {
             return self.already_ended();
         }
+        let end = self.ended(TaskStatus::Failed, error);
         events.emit(Event::TaskFailed {
             task_id: self.id().to_string(),
+            item_index: self.item,
             error: error.to_string(),
-            usage: self.usage(),
-            turns: self.turns(),
-            duration_ms: self.duration_ms(),
+            usage: end.usage,
+            turns: end.turns,
+            duration_ms: end.duration_ms,
             stop_reason: stop_reason.map(String::from),
         });
         TaskEnd::new(TaskStatus::Failed, error).into_output()
@@ -184,12 +233,14 @@ impl TaskRecord {
         if !self.state.finish(TaskState::TimedOut) {
             return self.already_ended();
         }
+        let end = self.ended(TaskStatus::TimedOut, &error);
         events.emit(Event::TaskTimedOut {
             task_id: self.id().to_string(),
+            item_index: self.item,
             error: error.clone(),
             timeout_seconds: self.kind.timeout_seconds,
-            usage: self.usage(),
-            duration_ms: self.duration_ms(),
+            usage: end.usage,
+            duration_ms: end.duration_ms,
         });
         TaskEnd::new(TaskStatus::TimedOut, error).into_output()
     }
@@ -198,11 +249,13 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Cancelled) {
             return self.already_ended();
         }
+        let end = self.ended(TaskStatus::Cancelled, error);
         events.emit(Event::TaskCancelled {
             task_id: self.id().to_string(),
+            item_index: self.item,
             error: error.to_string(),
-            usage: self.usage(),
-            duration_ms: self.duration_ms(),
+            usage: end.usage,
+            duration_ms: end.duration_ms,
         });
         TaskEnd::new(TaskStatus::Cancelled, error).into_output()
     }

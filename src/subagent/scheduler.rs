@@ -12,6 +12,7 @@ use super::state::TaskState;
 use super::{SubagentSetup, SubagentType};
 use crate::agent::RunShared;
 use crate::events::{Event, EventSink, TaskCounts};
+use crate::model::output_schema::OutputSchema;
 use crate::tools::registry::ToolRegistry;
 use crate::tools::{SandboxLimits, Toolset};
 use crate::workspace::Workspace;
@@ -24,6 +25,10 @@ pub struct SchedulerLimits {
     pub tools: Arc<ToolRegistry>,
     pub max_concurrent: u32,
     pub max_tasks: u32,
+    /// `--each` with `--output-schema`: every item's answer must satisfy it (§15).
+    pub output_schema: Option<Arc<OutputSchema>>,
+    /// `--each` with `--image`: every item's task message carries them (§14).
+    pub item_images: Vec<crate::model::image::Image>,
 }
 
 #[derive(Default)]
@@ -42,6 +47,8 @@ pub struct Scheduler {
     pub(super) tools: Arc<ToolRegistry>,
     max_concurrent: u32,
     max_tasks: u32,
+    pub(super) output_schema: Option<Arc<OutputSchema>>,
+    pub(super) item_images: Vec<crate::model::image::Image>,
     slots: Mutex<Slots>,
     tasks: Mutex<Tasks>,
     /// Each sub-agent type's prompt and tools, built by its first task.
@@ -90,6 +97,8 @@ impl Scheduler {
             tools: limits.tools,
             max_concurrent: limits.max_concurrent.max(1),
             max_tasks: limits.max_tasks,
+            output_schema: limits.output_schema,
+            item_images: limits.item_images,
             slots: Mutex::default(),
             tasks: Mutex::default(),
             kits: Mutex::default(),
@@ -113,8 +122,13 @@ impl Scheduler {
                     .is_none_or(|allowed| allowed.contains(&k.name))
             })
             .collect();
+        let mut system = super::prompts::subagent_system(t, &skills, self.limits.allow_host_bash);
+        if let Some(schema) = &self.output_schema {
+            system.push('\n');
+            system.push_str(&schema.instruction());
+        }
         let kit = Arc::new(Kit {
-            system: super::prompts::subagent_system(t, &skills, self.limits.allow_host_bash).into(),
+            system: system.into(),
             tools: Arc::new(Toolset::new(super::registry::subagent_tools_seeing(
                 t,
                 &self.tools,
@@ -133,6 +147,11 @@ impl Scheduler {
             .collect()
     }
 
+    /// An available sub-agent type by name.
+    pub fn find_type(&self, name: &str) -> Option<Arc<SubagentType>> {
+        self.setup.find(name).cloned()
+    }
+
     pub fn max_tasks(&self) -> u32 {
         self.max_tasks
     }
@@ -145,12 +164,16 @@ impl Scheduler {
         prompt: &str,
         kind: Arc<SubagentType>,
     ) -> Option<Arc<TaskRecord>> {
+        // The agent loop has made every call id of the lead's transcript unique already.
+        self.accept_record(TaskRecord::new(call_id, description, prompt, kind))
+    }
+
+    /// Accepts a record built by the caller, unless the run's task limit is reached.
+    pub fn accept_record(&self, mut rec: TaskRecord) -> Option<Arc<TaskRecord>> {
         let mut tasks = lock(&self.tasks);
         if tasks.accepted >= self.max_tasks {
             return None;
         }
-        // The agent loop has made every call id of the lead's transcript unique already.
-        let mut rec = TaskRecord::new(call_id, description, prompt, kind);
         rec.seq = tasks.accepted;
         let rec = Arc::new(rec);
         tasks.accepted += 1;

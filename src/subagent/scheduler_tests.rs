@@ -84,6 +84,8 @@ impl Fixture {
                 tools: Arc::new(ToolRegistry::builtin(false)),
                 max_concurrent,
                 max_tasks,
+                output_schema: None,
+                item_images: Vec::new(),
             },
         );
         let ctx = ToolContext {

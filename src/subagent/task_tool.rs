@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use super::state::TaskState;
+use crate::agent::final_answer::schema_violation;
 use crate::agent::observer::{cap_chars, EVENT_OUTPUT_MAX_CHARS};
 use crate::agent::{run_agent, Agent, AgentEnd, Observer};
 use crate::events::{Event, EventSink, TaskMessage, TaskToolCall, WarningCode};
@@ -107,26 +108,32 @@ impl Tool for TaskTool {
                 sched.forget(&rec);
                 return out;
             }
-            let handle = tokio::spawn({
-                let (sched, rec) = (sched.clone(), rec.clone());
-                async move { supervise(&sched, &rec).await }
-            });
-            let out = match handle.await {
-                Ok(out) => out,
-                Err(e) => {
-                    let why = if e.is_panic() {
-                        "internal error: the sub-agent panicked"
-                    } else {
-                        "the sub-agent was aborted"
-                    };
-                    rec.fail(&sched.events, why, None)
-                }
-            };
-            sched.release();
-            sched.forget(&rec);
-            out
+            run_admitted(&sched, &rec).await
         })
     }
+}
+
+/// Runs a task that holds a slot on a tokio task of its own (a panic fails the task), then
+/// gives the slot back and forgets the task.
+pub(super) async fn run_admitted(sched: &Arc<Scheduler>, rec: &Arc<TaskRecord>) -> ToolOutput {
+    let handle = tokio::spawn({
+        let (sched, rec) = (sched.clone(), rec.clone());
+        async move { supervise(&sched, &rec).await }
+    });
+    let out = match handle.await {
+        Ok(out) => out,
+        Err(e) => {
+            let why = if e.is_panic() {
+                "internal error: the sub-agent panicked"
+            } else {
+                "the sub-agent was aborted"
+            };
+            rec.fail(&sched.events, why, None)
+        }
+    };
+    sched.release();
+    sched.forget(rec);
+    out
 }
 
 impl TaskTool {
@@ -267,9 +274,13 @@ fn build_agent(
             index: AtomicU32::new(0),
         }),
         progress: rec.progress(),
-        output_schema: None,
-        // `--each` attaches `--image`s to every item's task here.
-        task_images: Vec::new(),
+        // Only `--each` items answer to a schema; a delegated task answers the lead.
+        output_schema: rec.item.and(s.output_schema.clone()),
+        // `--each` attaches `--image`s to every item's task; a delegated task has none.
+        task_images: match rec.item {
+            Some(_) => s.item_images.clone(),
+            None => Vec::new(),
+        },
     })
 }
 
@@ -288,7 +299,10 @@ fn finish(s: &Scheduler, rec: &TaskRecord, end: AgentEnd) -> ToolOutput {
             Some("turn_capped"),
         ),
         AgentEnd::Budget { .. } => rec.cancel(events, "Token budget exceeded"),
-        AgentEnd::Failed(e) => rec.fail(events, &e, None),
+        AgentEnd::Failed(e) => match (rec.item, schema_violation(&e)) {
+            (Some(index), Some(first)) => rec.fail(events, &format!("Item {index}: {first}"), None),
+            _ => rec.fail(events, &e, None),
+        },
         AgentEnd::Cancelled => rec.cancel(events, &s.shared.control.cancel_message()),
         AgentEnd::Clarify { question, .. } => rec.fail(
             events,
@@ -315,6 +329,7 @@ impl TaskObserver {
         let i = self.index.fetch_add(1, Ordering::SeqCst) + 1;
         self.events.emit(Event::TaskRunning {
             task_id: self.rec.id().to_string(),
+            item_index: self.rec.item,
             message_index: i,
             message,
             usage: self.rec.progress().usage(),

@@ -93,7 +93,7 @@ impl LiveView {
             console::truncate_str(s, width, "…").into_owned()
         };
         self.lead
-            .set_message(paint(self.color, "1", &fit(&state.lead_line(), 2)));
+            .set_message(paint(self.color, "1", &fit(&state.headline(now), 2)));
         self.lead.tick();
 
         // The lead, the task lines and "… more" fit the terminal, with a line to spare.

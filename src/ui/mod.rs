@@ -2,6 +2,7 @@
 //! stderr when it is a terminal (`live.rs`, fed from `state.rs`), the final answer on
 //! stdout, a one-line summary on stderr. Fed by the same events as the JSON writer.
 
+mod items;
 mod live;
 pub mod state;
 mod tty;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::{Envelope, Event, Renderer};
 use crate::text::tenths as ms;
+pub use items::ItemTotal;
 use live::LiveView;
 use state::{Ending, Printed, ViewState};
 
@@ -39,15 +41,26 @@ pub(crate) fn paint(color: bool, code: &str, s: &str) -> String {
 }
 
 impl HumanView {
-    pub fn new(quiet: bool, color: bool, on_closed: crate::events::OnStdoutLost) -> Self {
-        let progress = !quiet && std::io::stderr().is_terminal();
+    /// `items`: an `--each` run, whose view shows item progress instead of the lead.
+    pub fn new(
+        quiet: bool,
+        color: bool,
+        on_closed: crate::events::OnStdoutLost,
+        items: Option<ItemTotal>,
+    ) -> Self {
+        let progress = Self::live(quiet);
         Self {
-            state: ViewState::new(),
+            state: items.map_or_else(ViewState::new, ViewState::for_items),
             live: progress.then(|| LiveView::new(color)),
             quiet,
             color,
             on_closed,
         }
+    }
+
+    /// Whether a view with `quiet` draws the live bars (stderr is a terminal).
+    pub fn live(quiet: bool) -> bool {
+        !quiet && std::io::stderr().is_terminal()
     }
 
     fn paint(&self, code: &str, s: &str) -> String {
@@ -126,7 +139,7 @@ impl HumanView {
             self.err_line(&self.paint("31", &format!("deerflow: {status}: {e}")));
         }
         if !self.quiet {
-            if let Some(s) = summary_line(event) {
+            if let Some(s) = summary_line(event, self.state.is_items()) {
                 self.err_line(&self.paint("2", &s));
             }
         }
@@ -134,7 +147,8 @@ impl HumanView {
 }
 
 /// The run's one-line summary on stderr: `deerflow: completed · 3 turns · 6228 tokens · 11.5s`.
-pub fn summary_line(event: &Event) -> Option<String> {
+/// An `--each` run (`items`) has no turns of its own, and its tasks are items.
+pub fn summary_line(event: &Event, items: bool) -> Option<String> {
     let Event::RunCompleted {
         status,
         duration_ms,
@@ -146,12 +160,15 @@ pub fn summary_line(event: &Event) -> Option<String> {
     else {
         return None;
     };
-    let mut s = format!(
-        "deerflow: {status} · {} · {} tokens · {}",
-        plural(*turns, "turn"),
+    let mut s = format!("deerflow: {status}");
+    if !items {
+        s.push_str(&format!(" · {}", plural(*turns, "turn")));
+    }
+    s.push_str(&format!(
+        " · {} tokens · {}",
         usage.total_tokens,
         ms(*duration_ms)
-    );
+    ));
     if tasks.total > 0 {
         let states = [
             (tasks.completed, "completed"),
@@ -164,9 +181,10 @@ pub fn summary_line(event: &Event) -> Option<String> {
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!("{n} {what}"))
             .collect();
+        let what = if items { "item" } else { "task" };
         s.push_str(&format!(
             " · {} ({})",
-            plural(tasks.total, "task"),
+            plural(tasks.total, what),
             parts.join(", ")
         ));
     }
@@ -262,7 +280,7 @@ mod tests {
     #[test]
     fn summary_line_names_status_turns_tokens_time_and_tasks() {
         assert_eq!(
-            summary_line(&completed(TaskCounts::default(), None)).as_deref(),
+            summary_line(&completed(TaskCounts::default(), None), false).as_deref(),
             Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s")
         );
         let tasks = TaskCounts {
@@ -272,11 +290,15 @@ mod tests {
             ..TaskCounts::default()
         };
         assert_eq!(
-            summary_line(&completed(tasks, Some(0.01234))).as_deref(),
+            summary_line(&completed(tasks, Some(0.01234)), false).as_deref(),
             Some("deerflow: completed · 3 turns · 6228 tokens · 11.5s · 3 tasks (2 completed, 1 failed) · $0.0123")
         );
         assert_eq!(
-            summary_line(&Event::warning(WarningCode::Budget, "y")),
+            summary_line(&completed(tasks, None), true).as_deref(),
+            Some("deerflow: completed · 6228 tokens · 11.5s · 3 items (2 completed, 1 failed)")
+        );
+        assert_eq!(
+            summary_line(&Event::warning(WarningCode::Budget, "y"), false),
             None
         );
     }

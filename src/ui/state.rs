@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use super::items::{ItemProgress, ItemTotal};
 use crate::events::{Envelope, Event, TaskMessage};
 
 /// What the lead agent is doing.
@@ -82,11 +83,34 @@ pub struct ViewState {
     /// The lead's latest text, printed once a tool call follows it (the final answer goes
     /// to stdout instead).
     pending_text: Option<String>,
+    /// An `--each` run's item progress, shown instead of the lead.
+    items: Option<ItemProgress>,
 }
 
 impl ViewState {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The state of an `--each` run, whose item count `total` gives once it is known.
+    pub fn for_items(total: ItemTotal) -> Self {
+        Self {
+            items: Some(ItemProgress::new(total)),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is an `--each` run.
+    pub fn is_items(&self) -> bool {
+        self.items.is_some()
+    }
+
+    /// The first line of the view: the items' progress, else the lead's.
+    pub fn headline(&self, now: Instant) -> String {
+        match &self.items {
+            Some(p) => p.line(now),
+            None => self.lead_line(),
+        }
     }
 
     pub fn phase(&self) -> LeadPhase {
@@ -157,6 +181,9 @@ impl ViewState {
                 },
                 _,
             ) => {
+                if let Some(p) = &mut self.items {
+                    p.started(now);
+                }
                 self.queued.remove(task_id);
                 self.running.push(TaskView {
                     id: task_id.clone(),
@@ -207,7 +234,9 @@ impl ViewState {
                 if let Some(r) = stop_reason {
                     detail.push_str(&format!(" · {r}"));
                 }
-                return Some(self.end(task_id, Ending::Completed, &detail, *duration_ms));
+                let printed = self.end(task_id, Ending::Completed, &detail, *duration_ms);
+                // Thousands of items: only those that did not complete get a line.
+                return self.items.is_none().then_some(printed);
             }
             (
                 Event::TaskFailed {
@@ -263,6 +292,9 @@ impl ViewState {
 
     fn end(&mut self, id: &str, ending: Ending, detail: &str, duration_ms: u64) -> Printed {
         self.finished += 1;
+        if let Some(p) = &mut self.items {
+            p.ended(ending == Ending::Completed);
+        }
         let queued = self.queued.remove(id);
         let task = self
             .running
@@ -498,6 +530,7 @@ mod tests {
     fn started(id: &str, description: &str) -> Event {
         Event::TaskStarted {
             task_id: id.into(),
+            item_index: None,
             description: description.into(),
             subagent_type: "general-purpose".into(),
             model: "m".into(),
@@ -509,6 +542,7 @@ mod tests {
     fn running(id: &str, message: TaskMessage, total: u64) -> Event {
         Event::TaskRunning {
             task_id: id.into(),
+            item_index: None,
             message_index: 1,
             message,
             usage: UsageTotals {
@@ -637,6 +671,7 @@ mod tests {
 
         let done = Event::TaskCompleted {
             task_id: "t1".into(),
+            item_index: None,
             result: "r".into(),
             usage: totals(950),
             turns: 2,
@@ -656,6 +691,49 @@ mod tests {
             s.lead_line(),
             "lead · running task · turn 1 · 420 tokens · 1 done"
         );
+    }
+
+    #[test]
+    fn an_items_run_shows_item_progress_and_prints_only_items_that_failed() {
+        let total = ItemTotal::default();
+        total.set(5);
+        let mut s = ViewState::for_items(total);
+        let t0 = Instant::now();
+        s.apply(&lead(run_started()), t0);
+        for id in ["item-0", "item-1", "item-2"] {
+            s.apply(&lead(started(id, id)), t0);
+        }
+        let done = Event::TaskCompleted {
+            task_id: "item-0".into(),
+            item_index: Some(0),
+            result: "r".into(),
+            usage: totals(1),
+            turns: 1,
+            duration_ms: 10,
+            stop_reason: None,
+        };
+        assert_eq!(s.apply(&lead(done), t0), None);
+        let failed = Event::TaskFailed {
+            task_id: "item-1".into(),
+            item_index: Some(1),
+            error: "Item 1: the item is not UTF-8".into(),
+            usage: totals(0),
+            turns: 0,
+            duration_ms: 0,
+            stop_reason: None,
+        };
+        assert!(matches!(
+            s.apply(&lead(failed), t0),
+            Some(Printed::Task(Finished {
+                ending: Ending::Failed,
+                ..
+            }))
+        ));
+        assert_eq!(
+            s.headline(t0 + std::time::Duration::from_secs(1)),
+            "items · 2 done (1 failed) · 1 running · 2 queued · 2.0/s · ETA 1s"
+        );
+        assert!(ViewState::new().headline(t0).starts_with("lead · "));
     }
 
     #[test]
@@ -689,6 +767,7 @@ mod tests {
         // A queued task starts when a slot frees up.
         let failed = Event::TaskFailed {
             task_id: "t0".into(),
+            item_index: None,
             error: "model error:\nboom".into(),
             usage: totals(0),
             turns: 1,
@@ -706,6 +785,7 @@ mod tests {
         // One cancelled while still queued.
         let cancelled = Event::TaskCancelled {
             task_id: "t4".into(),
+            item_index: None,
             error: "run cancelled".into(),
             usage: totals(0),
             duration_ms: 0,
@@ -717,6 +797,7 @@ mod tests {
         );
         let timed_out = Event::TaskTimedOut {
             task_id: "t1".into(),
+            item_index: None,
             error: "Execution timed out after 2 seconds".into(),
             timeout_seconds: 2.0,
             usage: totals(0),

@@ -6,6 +6,7 @@ mod commands_cli;
 mod config_cli;
 mod context;
 mod deerflow_examples;
+mod each;
 mod examples;
 mod gemini_http;
 mod generated_docs;

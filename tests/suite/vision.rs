@@ -268,3 +268,55 @@ async fn a_replay_model_counts_as_seeing() {
     );
     assert_eq!(out.completed()["final_message"], "a small picture");
 }
+
+/// `--image` with `--each`: every item's task message carries the image (§14), and a
+/// model without vision is refused before any event.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_item_gets_the_images_and_a_blind_item_model_is_refused() {
+    let server = MockServer::start().await;
+    server.push_reply(Reply::text("one"));
+    server.push_reply(Reply::text("two"));
+    let ws = workspace();
+    let png = encoded(10, 6, ImageFormat::Png);
+    std::fs::write(ws.path().join("task.png"), &png).unwrap();
+    std::fs::write(ws.path().join("items.txt"), "a\nb\n").unwrap();
+    let items = ws.path().join("items.txt");
+    let image = ws.path().join("task.png");
+    let args = [
+        "--each",
+        items.to_str().unwrap(),
+        "--image",
+        image.to_str().unwrap(),
+        "--max-concurrent",
+        "1",
+    ];
+    let seeing = config(
+        ws.path(),
+        "openai",
+        &server.url(),
+        ", supports_vision: true",
+    );
+    let out = run_with(&seeing, ws.path(), &args, "describe {{item}}")
+        .json()
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let url = format!("data:image/png;base64,{}", b64(&png));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        let messages = r.body["messages"].as_array().unwrap();
+        let with_image =
+            json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]});
+        assert!(messages.contains(&with_image), "{messages:?}");
+    }
+    assert_no_image("the events", &out.stdout);
+
+    let blind = config(ws.path(), "openai", &server.url(), "");
+    let out = run_with(&blind, ws.path(), &args, "describe {{item}}")
+        .output()
+        .await;
+    assert_eq!(out.code, 78, "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(out.stderr.contains("--image: model"), "{}", out.stderr);
+    assert_eq!(server.requests().len(), 2, "no call for a refused run");
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# `--each` at scale (issue 23, contract §15): 100,000 and 1,000,000 text items from a file
+# with a replay model at --max-concurrent 64, with and without --results. Medians of N runs
+# of wall time and peak RSS (/usr/bin/time -v), and the final input-order rewrite of the
+# results file (from the last item's terminal event to `run_completed`).
+# Usage: benches/each.sh [RUNS]   (default 5; BIN=path/to/deerflow to skip the build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-5}"
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+if [ -z "${BIN:-}" ]; then
+  cargo build --profile benchmark --quiet
+  BIN="$PWD/target/benchmark/deerflow"
+fi
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
+
+# Item 5 answers 30 ms late, so the results come out of input order and get rewritten.
+echo '{"version": 1, "tasks": {"item 5": [{"text": "late", "delay_ms": 30}]},
+  "default_task": [{"text": "ok", "usage": {"input_tokens": 20, "output_tokens": 1}}]}' > "$TMP/c.json"
+seq 0 99999 | sed 's/^/item /' > "$TMP/100k.txt"
+seq 0 999999 | sed 's/^/item /' > "$TMP/1m.txt"
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+run_each() { # ITEMS [more flags…]
+  local items="$1"; shift
+  "$BIN" run --json --max-concurrent 64 -m "replay:$TMP/c.json" -C "$TMP" --each "$TMP/$items" "$@" 'Do {{item}}'
+}
+
+# Sanity: every item of the 100k file completes, and the results file ends in input order.
+run_each 100k.txt --results "$TMP/r.jsonl" > "$TMP/ev.ndjson"
+tail -1 "$TMP/ev.ndjson" | grep -q '"tasks":{"total":100000,"completed":100000' \
+  || { echo "the 100k run did not complete every item: $(tail -c 400 "$TMP/ev.ndjson")"; exit 1; }
+python3 - "$TMP/r.jsonl" <<'PY'
+import json, sys
+idx = [json.loads(l)["index"] for l in open(sys.argv[1])]
+assert idx == list(range(100000)), "results are not in input order"
+PY
+
+# measure LABEL ITEMS [flags…]: median wall seconds and peak RSS (MiB) over RUNS.
+measure() {
+  local label="$1" items="$2"; shift 2
+  local walls=() rss=()
+  for _ in $(seq "$RUNS"); do
+    local t0 t1
+    t0=$(date +%s%N)
+    /usr/bin/time -v -o "$TMP/t" "$BIN" run --json --max-concurrent 64 -m "replay:$TMP/c.json" \
+      -C "$TMP" --each "$TMP/$items" "$@" 'Do {{item}}' >/dev/null 2>"$TMP/err" || true
+    t1=$(date +%s%N)
+    walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
+    rss+=("$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$TMP/t")")
+  done
+  printf '| %s | %s s | %s MiB |\n' "$label" "$(printf '%s\n' "${walls[@]}" | median)" "$(printf '%s\n' "${rss[@]}" | median)"
+}
+
+# rewrite EVENTS: seconds from the last terminal task event to run_completed (the results
+# file's input-order rewrite happens there).
+rewrite() {
+  python3 - "$1" <<'PY'
+import json, sys, datetime
+ts = lambda e: datetime.datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+last = done = None
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["type"] in ("task_completed", "task_failed", "task_timed_out", "task_cancelled"):
+        last = ts(e)
+    elif e["type"] == "run_completed":
+        done = ts(e)
+print(f"{done - last:.3f}")
+PY
+}
+
+echo "| --each, replay, --max-concurrent 64 | median wall | median peak RSS |"
+echo "|---|---|---|"
+measure "100,000 items" 100k.txt
+measure "100,000 items, --results FILE" 100k.txt --results "$TMP/r.jsonl"
+measure "1,000,000 items" 1m.txt
+
+spans=()
+for _ in $(seq "$RUNS"); do
+  run_each 100k.txt --results "$TMP/r.jsonl" > "$TMP/ev.ndjson"
+  spans+=("$(rewrite "$TMP/ev.ndjson")")
+done
+echo
+echo "| 100,000 items, --results | median last item → run_completed (the input-order rewrite) |"
+echo "|---|---|"
+echo "| --max-concurrent 64 | $(printf '%s\n' "${spans[@]}" | median) s |"
