@@ -21,6 +21,6 @@ pub use edit::{StrReplaceArgs, StrReplaceTool};
 pub use ls::{LsArgs, LsTool};
 pub use read::{ReadFileArgs, ReadFileTool};
 pub(crate) use target::resolve;
-pub(crate) use view_image::read_capped;
+pub use view_image::read_capped;
 pub use view_image::{ViewImageArgs, ViewImageTool, VIEW_IMAGE};
 pub use write::{WriteFileArgs, WriteFileTool};

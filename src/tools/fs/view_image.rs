@@ -75,7 +75,7 @@ async fn view_image(args: ViewImageArgs, ctx: &ToolContext) -> Result<ToolOutput
 }
 
 /// The file's bytes, `None` when it holds more than [`MAX_FILE_BYTES`] (read no further).
-pub(crate) fn read_capped(file: impl Read) -> std::io::Result<Option<Vec<u8>>> {
+pub fn read_capped(file: impl Read) -> std::io::Result<Option<Vec<u8>>> {
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
     Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
