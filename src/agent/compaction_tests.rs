@@ -313,7 +313,7 @@ fn the_transcript_fits_half_the_context_window() {
 
 #[test]
 fn a_summary_gets_no_image_and_the_kept_part_never_starts_with_one() {
-    use crate::model::image::test_png;
+    use crate::model::image::testing::test_png;
     let images = Message::Images {
         call_id: Some("v".into()),
         images: vec![test_png(3, 2)],

@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn only_the_five_newest_images_stay() {
-        use crate::model::image::test_png;
+        use crate::model::image::testing::test_png;
         let mut h = History::new(Message::User("task".into()));
         h.push_images(None, vec![test_png(1, 1)]);
         for i in 0..3 {

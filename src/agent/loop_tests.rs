@@ -1119,7 +1119,7 @@ async fn the_safety_section_s_extra_reasons_stop_calls_and_enabled_false_runs_th
 /// newest, after every result of their response; the events carry only `Image read` lines.
 #[tokio::test]
 async fn only_the_five_newest_images_reach_the_model() {
-    use crate::model::image::encoded;
+    use crate::model::image::testing::encoded;
     let names = ["a.png", "b.png", "c.png", "d.png", "e.png", "f.png"];
     let view = |i: usize| {
         ToolCall::new(

@@ -288,24 +288,18 @@ fn encode(frame: &DynamicImage, format: Format) -> Result<Vec<u8>, ImageError> {
     Ok(out.into_inner())
 }
 
-/// An image of `w`×`h` in `format`, with some detail so that it does not compress to
-/// nothing.
+/// Images for the tests here and in the layers above.
 #[cfg(test)]
-pub(crate) fn encoded(w: u32, h: u32, format: ImageFormat) -> Vec<u8> {
-    tests::encoded(w, h, format)
-}
+pub(crate) mod testing {
+    use std::io::Cursor;
 
-/// A small PNG of `w`×`h`, read as [`Image::from_bytes`] reads it.
-#[cfg(test)]
-pub(crate) fn test_png(w: u32, h: u32) -> Image {
-    Image::from_bytes(encoded(w, h, ImageFormat::Png)).expect("a PNG")
-}
+    use image::{DynamicImage, ImageFormat};
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    use super::Image;
 
-    pub(super) fn encoded(w: u32, h: u32, format: ImageFormat) -> Vec<u8> {
+    /// An image of `w`×`h` in `format`, with some detail so that it does not compress to
+    /// nothing.
+    pub fn encoded(w: u32, h: u32, format: ImageFormat) -> Vec<u8> {
         let img = image::RgbImage::from_fn(w, h, |x, y| {
             image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x ^ y) % 256) as u8])
         });
@@ -315,6 +309,17 @@ mod tests {
             .unwrap();
         out.into_inner()
     }
+
+    /// A small PNG of `w`×`h`, read as [`Image::from_bytes`] reads it.
+    pub fn test_png(w: u32, h: u32) -> Image {
+        Image::from_bytes(encoded(w, h, ImageFormat::Png)).expect("a PNG")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::encoded;
+    use super::*;
 
     #[test]
     fn a_small_image_goes_as_it_was_read() {

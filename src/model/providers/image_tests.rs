@@ -6,7 +6,8 @@ use std::sync::Arc;
 use image::ImageFormat;
 use serde_json::{json, Value};
 
-use crate::model::image::{encoded, test_png, Image};
+use crate::model::image::testing::{encoded, test_png};
+use crate::model::image::Image;
 use crate::model::{AgentId, ChatRequest, HttpSettings, Message, ToolCall};
 
 fn request(messages: Vec<Message>) -> ChatRequest {

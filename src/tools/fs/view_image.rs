@@ -84,7 +84,8 @@ pub fn read_capped(file: impl Read) -> std::io::Result<Option<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::image::{encoded, Format};
+    use crate::model::image::testing::encoded;
+    use crate::model::image::Format;
     use crate::tools::fs::tests::{ctx, run};
     use crate::tools::ToolStatus::{Error as E, Ok as O};
     use image::ImageFormat;
