@@ -9,22 +9,22 @@
 // stderr too: `eprintln!` panics on a closed stderr, which must change no exit code (§12).
 #![cfg_attr(not(test), deny(clippy::print_stderr))]
 
-pub mod agent;
 pub mod cli;
-pub mod config;
-pub mod events;
-pub mod logging;
-pub mod mcp;
-pub mod model;
-pub mod outcome;
 pub mod run;
 pub mod schema;
-pub mod subagent;
-pub mod text;
 
-#[cfg(test)]
-pub(crate) mod testing;
-pub mod tools;
 pub mod ui;
-pub mod usage;
-pub mod workspace;
+
+// The layers below, under the module names the code and the tests have always used.
+pub use deerflow_agent as agent;
+pub use deerflow_base::logging;
+pub use deerflow_base::text;
+pub use deerflow_config as config;
+pub use deerflow_events as events;
+pub use deerflow_events::outcome;
+pub use deerflow_events::usage;
+pub use deerflow_mcp as mcp;
+pub use deerflow_model as model;
+pub use deerflow_subagent as subagent;
+pub use deerflow_tools as tools;
+pub use deerflow_workspace as workspace;
