@@ -4,6 +4,7 @@
 mod agents;
 pub mod args;
 mod config_cmd;
+mod docker;
 mod docs;
 mod each_args;
 pub mod error;

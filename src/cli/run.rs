@@ -31,8 +31,7 @@ use crate::tools::SandboxLimits;
 use crate::usage::Price;
 use crate::workspace::child_env::ChildEnv;
 use crate::workspace::sandbox::{
-    docker_host, find_bwrap, ConfinedSandbox, DockerMount, DockerSandbox, DockerSettings,
-    LocalSandbox, Sandbox, SandboxKind, BWRAP_PACKAGE,
+    find_bwrap, ConfinedSandbox, LocalSandbox, Sandbox, SandboxKind, BWRAP_PACKAGE,
 };
 use crate::workspace::Workspace;
 
@@ -529,50 +528,9 @@ pub(super) fn sandbox_of(
             let home = std::env::var_os("HOME").map(PathBuf::from);
             Ok(Arc::new(ConfinedSandbox::new(bwrap, s.network, home)))
         }
-        SandboxKind::Docker => Ok(Arc::new(DockerSandbox::new(docker_settings(
-            s, workspace, skills,
-        )?))),
+        SandboxKind::Docker => super::docker::sandbox(s, workspace, skills),
         SandboxKind::Local => Ok(Arc::new(LocalSandbox)),
     }
-}
-
-fn docker_settings(
-    s: &config::SandboxConfig,
-    workspace: &Path,
-    skills: &Path,
-) -> Result<DockerSettings, ConfigError> {
-    let environment = s
-        .environment_with(&config::Env::process())
-        .map_err(ConfigError::Sandbox)?;
-    Ok(DockerSettings {
-        image: s.image.clone().unwrap_or_default(),
-        per_task: s.per_task,
-        network: s.network,
-        replicas: s.replicas,
-        container_prefix: s.container_prefix.clone(),
-        workspace: workspace.to_path_buf(),
-        skills: Some(skills.to_path_buf()),
-        mounts: s
-            .mounts
-            .iter()
-            .map(|m| DockerMount {
-                host_path: m.host_path.clone(),
-                container_path: m.container_path.clone(),
-                read_only: m.read_only,
-            })
-            .collect(),
-        environment,
-        user: container_user(),
-        host: docker_host(std::env::var("DOCKER_HOST").ok()),
-    })
-}
-
-/// The container runs as deerflow's own user, so what it writes into the workspace is the
-/// user's; as root, the image's own user.
-fn container_user() -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let me = std::fs::metadata("/proc/self").ok()?;
-    (me.uid() != 0).then(|| format!("{}:{}", me.uid(), me.gid()))
 }
 
 fn sandbox_limits(

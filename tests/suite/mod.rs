@@ -25,7 +25,9 @@ mod provider_faults;
 mod replay_runs;
 mod responses_http;
 mod sandbox;
+#[cfg(feature = "docker")]
 mod sandbox_docker;
+#[cfg(feature = "docker")]
 mod sandbox_docker_owner;
 mod signals;
 mod stop_reasons;

@@ -60,6 +60,7 @@ impl Capture {
     }
 
     /// Adds bytes read some other way (a container's multiplexed output stream).
+    #[cfg(feature = "docker")]
     pub(super) fn push(&self, data: &[u8]) {
         self.lock().push(data);
     }

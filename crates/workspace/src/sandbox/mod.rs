@@ -6,6 +6,7 @@
 
 mod capture;
 mod confined;
+#[cfg(feature = "docker")]
 mod docker;
 mod host;
 
@@ -19,6 +20,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use confined::{find_bwrap, ConfinedSandbox, BWRAP_PACKAGE};
+#[cfg(feature = "docker")]
 pub use docker::{docker_host, DockerMount, DockerSandbox, DockerSettings};
 
 pub use deerflow_config::SandboxKind;
