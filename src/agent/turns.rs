@@ -462,10 +462,13 @@ impl AgentPort for Port<'_> {
 }
 
 fn rate_warning(n: &crate::model::rate::RateNotice) -> Event {
+    let pause = match n.pause_ms {
+        0 => String::new(),
+        ms => format!("; every call of it paused {ms} ms (Retry-After)"),
+    };
     let message = format!(
-        "{} answered HTTP 429: at most {} of its requests in flight now, every call of it \
-         paused {} ms",
-        n.model, n.concurrency, n.pause_ms
+        "{} answered HTTP 429: at most {} of its requests in flight now{pause}",
+        n.model, n.concurrency
     );
     Event::rate_limited(&n.model, n.concurrency, message)
 }

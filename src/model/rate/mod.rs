@@ -144,16 +144,28 @@ impl AttemptGate for CallGate {
         let Some(pass) = self.take() else {
             return false;
         };
-        if !matches!(err, ModelError::Http { status: 429, .. }) {
+        let ModelError::Http {
+            status: 429,
+            retry_after,
+            ..
+        } = err
+        else {
             pass.finish(Outcome::Other);
             return false;
-        }
+        };
+        // Every call waits for the server's Retry-After (the retry's `delay` is that value,
+        // capped); without one only the failed call backs off, by its own delay.
+        let pause = if retry_after.is_some() {
+            delay
+        } else {
+            Duration::ZERO
+        };
         let could = pass.could_back_off();
-        if let Some(concurrency) = pass.finish(Outcome::RateLimited(delay)) {
+        if let Some(concurrency) = pass.finish(Outcome::RateLimited(pause)) {
             (self.notify)(RateNotice {
                 model: self.model.clone(),
                 concurrency,
-                pause_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                pause_ms: u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
             });
         }
         could
