@@ -75,7 +75,8 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
     models.thinking = args.thinking.map(|t| t == OnOff::On);
     // A model's requests in flight start at (and regrow to) the sub-agents' plus the lead's.
-    models.concurrency = args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent) + 1;
+    models.concurrency =
+        (args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent)).saturating_add(1);
     let choice = config::model_choice(args.model.as_deref(), cfg)?;
     // An `--each` run has no lead: only its items' model is resolved (§15).
     let lead = match &each {
