@@ -20,6 +20,7 @@ use crate::events::{ModelInfo, SandboxInfo, WarningCode};
 use crate::model::named::Named;
 use crate::model::output_schema::OutputSchema;
 use crate::model::providers::replay::{RecordLog, Recorder};
+use crate::model::rate::RateLimited;
 use crate::model::{registry, StopRules};
 use crate::run::each::template::Template;
 use crate::run::each::EachSpec;
@@ -72,6 +73,9 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         .map(|p| (p.clone(), Arc::new(RecordLog::default())));
     let mut models = ModelBuilder::new(&loaded, &cwd, record.as_ref().map(|r| r.1.clone()));
     models.thinking = args.thinking.map(|t| t == OnOff::On);
+    // A model's requests in flight start at (and regrow to) the sub-agents' plus the lead's.
+    models.concurrency =
+        (args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent)).saturating_add(1);
     let choice = config::model_choice(args.model.as_deref(), cfg)?;
     // An `--each` run has no lead: only its items' model is resolved (§15).
     let lead = match &each {
@@ -573,6 +577,8 @@ struct ModelBuilder<'a> {
     record: Option<Arc<RecordLog>>,
     /// `--thinking`, for every model of the run.
     thinking: Option<bool>,
+    /// Requests in flight each model's rate limiter starts with (§15).
+    concurrency: u32,
     built: HashMap<String, LeadModel>,
     prices: HashMap<String, Price>,
     /// The cassettes of the replay models built, in order: their recorded web results.
@@ -586,6 +592,7 @@ impl<'a> ModelBuilder<'a> {
             cwd,
             record,
             thinking: None,
+            concurrency: 1,
             built: HashMap::new(),
             prices: HashMap::new(),
             cassettes: Vec::new(),
@@ -605,6 +612,11 @@ impl<'a> ModelBuilder<'a> {
         let mut model = registry::build(&r).map_err(ConfigError::Model)?;
         self.cassettes.extend(r.cassette.clone());
         model = Named::wrap(model, &r.name);
+        // A configured name wins over `PROVIDER:MODEL` (as in resolution); the first entry.
+        let limits = (self.loaded.config.models.iter())
+            .find(|m| m.name == name)
+            .map_or_else(Default::default, |m| m.rate_limit);
+        model = RateLimited::wrap(model, &r.name, limits, self.concurrency);
         if let Some(log) = &self.record {
             model = Arc::new(Recorder::new(model, log.clone()));
         }

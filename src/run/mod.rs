@@ -276,6 +276,7 @@ async fn start_mcp(
                         code: WarningCode::McpToolRenamed,
                         message,
                         retry: None,
+                        rate: None,
                         server: Some(server),
                         tool: None,
                     });
@@ -294,6 +295,7 @@ async fn start_mcp(
                     code: WarningCode::McpServerFailed,
                     message,
                     retry: None,
+                    rate: None,
                     server: Some(server),
                     tool: None,
                 });

@@ -22,6 +22,7 @@ mod openai_http;
 mod output_schema;
 mod provider_echo;
 mod provider_faults;
+mod rate_limits;
 mod replay_runs;
 mod responses_http;
 mod sandbox;

@@ -298,8 +298,14 @@ async fn openai_429_with_retry_after_is_retried_once() {
     let out = run(&cfg, ws.path(), "hi").json().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let warnings = out.of_type("warning");
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    let w = warnings[0];
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    // The 429 halves the model's requests in flight (one, so 1) and pauses its calls (§15).
+    assert_eq!(warnings[0]["code"], "rate_limited");
+    assert_eq!(
+        (&warnings[0]["model"], &warnings[0]["concurrency"]),
+        (&serde_json::json!("mock"), &serde_json::json!(1))
+    );
+    let w = warnings[1];
     assert_eq!(w["code"], "model_retry");
     assert_eq!(w["attempt"], 1);
     assert_eq!(w["delay_ms"], 1000);

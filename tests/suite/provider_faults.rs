@@ -277,7 +277,8 @@ async fn retry_after_is_capped_and_sigterm_ends_the_wait() {
             assert!(n > 0, "stdout ended before a warning:\n{text}");
             text.push_str(&line);
             let e: Value = serde_json::from_str(&line).unwrap();
-            if e["type"] == "warning" {
+            // The 429's `rate_limited` (§15) comes first.
+            if e["type"] == "warning" && e["code"] != "rate_limited" {
                 return e;
             }
         }

@@ -25,7 +25,10 @@ pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
     if state.close_reused.load(Ordering::SeqCst) {
         return super::keep_alive::serve(rd, wr, raw, state).await;
     }
-    let _busy = InFlight::enter(&state);
+    let limit = state.in_flight_limit.load(Ordering::SeqCst);
+    let Some(_busy) = InFlight::enter(&state, limit) else {
+        return too_many(wr, raw, &state).await;
+    };
     let seq = state.seq.fetch_add(1, Ordering::SeqCst);
     let req = RecordedRequest::from_raw(raw);
     state.log.lock().unwrap().push(req.clone());
@@ -55,10 +58,16 @@ pub(crate) async fn serve(stream: TcpStream, state: Arc<State>) {
 struct InFlight<'a>(&'a State, std::sync::atomic::AtomicBool);
 
 impl<'a> InFlight<'a> {
-    fn enter(state: &'a State) -> Self {
-        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    /// `None` when `limit` (unless 0) are in flight already.
+    fn enter(state: &'a State, limit: usize) -> Option<Self> {
+        let admitted = state
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (limit == 0 || n < limit).then_some(n + 1)
+            });
+        let now = admitted.ok()? + 1;
         state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlight(state, std::sync::atomic::AtomicBool::new(false))
+        Some(InFlight(state, std::sync::atomic::AtomicBool::new(false)))
     }
 
     fn leave(&self) {
@@ -72,6 +81,26 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.leave();
     }
+}
+
+/// The answer of `limit_in_flight` to a request over the limit: a 429 at once.
+async fn too_many(mut wr: OwnedWriteHalf, raw: super::http::RawRequest, state: &State) {
+    state.rejected.fetch_add(1, Ordering::SeqCst);
+    state
+        .log
+        .lock()
+        .unwrap()
+        .push(RecordedRequest::from_raw(raw));
+    let body = json!({"error": {"message": "mock: too many requests in flight", "type": "rate_limit_exceeded"}})
+        .to_string();
+    let extra: Vec<(String, String)> = (state.retry_after.lock().unwrap().clone())
+        .map(|v| ("retry-after".to_string(), v))
+        .into_iter()
+        .collect();
+    let head = response_head(429, "application/json", Some(body.len()), &extra);
+    let _ = wr.write_all(head.as_bytes()).await;
+    let _ = wr.write_all(body.as_bytes()).await;
+    let _ = wr.shutdown().await;
 }
 
 /// A loud failure for unscripted requests: tests should never hit this by accident.

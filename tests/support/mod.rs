@@ -85,6 +85,12 @@ pub(crate) struct State {
     close_reused: AtomicBool,
     /// Requests read on a reused connection and answered by closing it.
     closed_unanswered: AtomicUsize,
+    /// `limit_in_flight` mode: more requests than this at once get a 429 (0: no limit).
+    in_flight_limit: AtomicUsize,
+    /// The `Retry-After` those 429s carry.
+    retry_after: Mutex<Option<String>>,
+    /// Requests answered 429 by `limit_in_flight`.
+    rejected: AtomicUsize,
 }
 
 impl State {
@@ -126,6 +132,9 @@ impl MockServer {
             unmatched: AtomicUsize::new(0),
             close_reused: AtomicBool::new(false),
             closed_unanswered: AtomicUsize::new(0),
+            in_flight_limit: AtomicUsize::new(0),
+            retry_after: Mutex::new(None),
+            rejected: AtomicUsize::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, state.clone()));
         MockServer {
@@ -213,6 +222,19 @@ impl MockServer {
     /// How many requests `close_reused_connections` answered by closing their connection.
     pub fn closed_unanswered(&self) -> usize {
         self.state.closed_unanswered.load(Ordering::SeqCst)
+    }
+
+    /// From now on, a request that arrives while `n` are being served is answered at once
+    /// with a 429 (and `Retry-After: retry_after` when given) instead of its rule: a
+    /// provider that allows `n` requests in flight. It is recorded like any request.
+    pub fn limit_in_flight(&self, n: usize, retry_after: Option<&str>) {
+        *self.state.retry_after.lock().unwrap() = retry_after.map(str::to_string);
+        self.state.in_flight_limit.store(n, Ordering::SeqCst);
+    }
+
+    /// How many requests `limit_in_flight` answered with a 429.
+    pub fn rejected_count(&self) -> usize {
+        self.state.rejected.load(Ordering::SeqCst)
     }
 
     /// Requests being served right now.

@@ -411,6 +411,8 @@ async fn call_model(
     let events = agent.events.clone();
     let mut ctx = CallContext::new(agent.tool_ctx.cancel.clone());
     ctx.on_retry = std::sync::Arc::new(move |n: RetryNotice| events.emit(retry_warning(&n)));
+    let events = agent.events.clone();
+    ctx.on_rate_limited = std::sync::Arc::new(move |n| events.emit(rate_warning(&n)));
     let start = Instant::now();
     let result = tokio::select! {
         r = model.complete(req, &ctx) => r,
@@ -459,6 +461,18 @@ impl AgentPort for Port<'_> {
     }
 }
 
+fn rate_warning(n: &deerflow_model::rate::RateNotice) -> Event {
+    let pause = match n.pause_ms {
+        0 => String::new(),
+        ms => format!("; every call of it paused {ms} ms (Retry-After)"),
+    };
+    let message = format!(
+        "{} answered HTTP 429: at most {} of its requests in flight now{pause}",
+        n.model, n.concurrency
+    );
+    Event::rate_limited(&n.model, n.concurrency, message)
+}
+
 fn retry_warning(n: &RetryNotice) -> Event {
     // The notice's message already names the provider and the status.
     Event::Warning {
@@ -469,6 +483,7 @@ fn retry_warning(n: &RetryNotice) -> Event {
             delay_ms: n.delay_ms,
             status: n.status,
         }),
+        rate: None,
         server: None,
         tool: None,
     }

@@ -58,8 +58,8 @@ pub use sandbox_kind::SandboxKind;
 pub use schema::McpServerEntry;
 pub use schema::{
     AgentOverride, Config, ContextSize, CustomAgent, LoopDetectionConfig, ModelEntry, Price,
-    SafetyDetector, SafetyDetectorConfig, SafetyFinishReasonConfig, SandboxConfig, SandboxMount,
-    SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,
+    RateLimit, SafetyDetector, SafetyDetectorConfig, SafetyFinishReasonConfig, SandboxConfig,
+    SandboxMount, SizeKind, SkillsConfig, SubagentsConfig, SummarizationConfig, TokenBudgetConfig,
     ToolOutputConfig, Triggers,
 };
 pub use set::{parse_set, SetOverride};

@@ -130,6 +130,9 @@ pub struct ModelEntry {
     /// `output_version: responses/v1` means the same (LangChain's rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_responses_api: Option<bool>,
+    /// Requests and tokens per minute for this model, all agents of a run together (§15).
+    #[serde(default, skip_serializing_if = "RateLimit::is_unset")]
+    pub rate_limit: RateLimit,
     /// LangChain's message format (`v0`, `v1`, `responses/v1`); only `responses/v1` means
     /// anything here (see `use_responses_api`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +182,20 @@ pub struct Price {
     /// price); absent means those tokens are billed at the input price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_per_mtok: Option<f64>,
+}
+
+/// `models[].rate_limit` (contract §15); unset fields mean no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RateLimit {
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl RateLimit {
+    pub fn is_unset(&self) -> bool {
+        self.requests_per_minute.is_none() && self.tokens_per_minute.is_none()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -151,6 +151,16 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
                 }
             }
         }
+        let rate = at.key("rate_limit");
+        let limits = [
+            ("requests_per_minute", m.rate_limit.requests_per_minute),
+            ("tokens_per_minute", m.rate_limit.tokens_per_minute),
+        ];
+        for (key, v) in limits {
+            if let Some(v) = v {
+                at_least_one(v, &rate.key(key), problems);
+            }
+        }
         thinking_budget(m, &at, problems);
     }
 }

@@ -108,6 +108,15 @@ pub struct RetryInfo {
     pub status: Option<u16>,
 }
 
+/// A `rate_limited` warning's fields (§15).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct RateInfo {
+    /// The model that answered 429, as the user named it.
+    pub model: String,
+    /// Its requests allowed in flight from now on.
+    pub concurrency: u32,
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -247,6 +256,9 @@ pub enum Event {
         /// `model_retry` only.
         #[serde(flatten, skip_serializing_if = "Option::is_none")]
         retry: Option<RetryInfo>,
+        /// `rate_limited` only.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        rate: Option<RateInfo>,
         /// The MCP server a warning is about (`mcp_server_failed`).
         #[serde(skip_serializing_if = "Option::is_none")]
         #[schemars(with = "String")]
@@ -329,6 +341,7 @@ impl Event {
             code,
             message: message.into(),
             retry: None,
+            rate: None,
             server: None,
             tool: None,
         }
@@ -340,8 +353,24 @@ impl Event {
             code: WarningCode::ToolUnavailable,
             message: message.into(),
             retry: None,
+            rate: None,
             server: None,
             tool: Some(tool.to_string()),
+        }
+    }
+
+    /// `rate_limited`: a 429 halved a model's requests in flight (§15).
+    pub fn rate_limited(model: &str, concurrency: u32, message: impl Into<String>) -> Self {
+        Event::Warning {
+            code: WarningCode::RateLimited,
+            message: message.into(),
+            retry: None,
+            rate: Some(RateInfo {
+                model: model.to_string(),
+                concurrency,
+            }),
+            server: None,
+            tool: None,
         }
     }
 
@@ -762,6 +791,7 @@ pub fn samples() -> Vec<Envelope> {
                 delay_ms: 500,
                 status: None,
             }),
+            rate: None,
             server: None,
             tool: None,
         }),
@@ -773,6 +803,7 @@ pub fn samples() -> Vec<Envelope> {
                 delay_ms: 1000,
                 status: Some(429),
             }),
+            rate: None,
             server: None,
             tool: None,
         }),
@@ -780,6 +811,7 @@ pub fn samples() -> Vec<Envelope> {
             code: WarningCode::McpServerFailed,
             message: "fs: exited".into(),
             retry: None,
+            rate: None,
             server: Some("fs".into()),
             tool: None,
         }),
@@ -946,6 +978,7 @@ mod tests {
                     delay_ms: 500,
                     status: None,
                 }),
+                rate: None,
                 server: None,
                 tool: None,
             },

@@ -15,6 +15,7 @@ pub mod image;
 pub mod named;
 pub mod output_schema;
 pub mod providers;
+pub mod rate;
 pub mod registry;
 pub mod retry;
 pub mod sse;
@@ -414,11 +415,15 @@ pub struct RetryNotice {
     pub message: String,
 }
 
-/// Per-call context: cancellation and a way to report retries.
+/// Per-call context: cancellation, a way to report retries and rate limiting, and the
+/// gate each attempt passes (set by `rate::RateLimited`, read by the retry loop).
 #[derive(Clone)]
 pub struct CallContext {
     pub cancel: CancellationToken,
     pub on_retry: Arc<dyn Fn(RetryNotice) + Send + Sync>,
+    /// A 429 made the model's limiter halve its concurrency (a `rate_limited` warning).
+    pub on_rate_limited: Arc<dyn Fn(rate::RateNotice) + Send + Sync>,
+    pub gate: Option<Arc<dyn rate::AttemptGate>>,
 }
 
 impl CallContext {
@@ -426,6 +431,8 @@ impl CallContext {
         Self {
             cancel,
             on_retry: Arc::new(|_| {}),
+            on_rate_limited: Arc::new(|_| {}),
+            gate: None,
         }
     }
 }

@@ -57,8 +57,8 @@ impl ChatModel for Named {
             let outer = ctx.on_retry.clone();
             let name = self.name.clone();
             let ctx = CallContext {
-                cancel: ctx.cancel.clone(),
                 on_retry: Arc::new(move |n| outer(rename_notice(n, &name))),
+                ..ctx.clone()
             };
             let result = self.inner.complete(req, &ctx).await;
             result.map_err(|e| rename(e, &self.name))

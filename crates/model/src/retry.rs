@@ -70,9 +70,19 @@ where
     Fut: Future<Output = Result<T, ModelError>>,
 {
     let mut retry = 0u32;
+    // Retries counted against `max_retries`; 429s the rate limiter took on itself are not
+    // (it halved the model's concurrency: waiting for a slot is not the server failing).
+    let (mut charged, mut absorbed) = (0u32, 0u32);
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(ModelError::Cancelled);
+        }
+        if let Some(gate) = &ctx.gate {
+            tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => return Err(ModelError::Cancelled),
+                _ = gate.admit() => {}
+            }
         }
         let result = tokio::select! {
             biased;
@@ -83,7 +93,10 @@ where
             Ok(value) => return Ok(value),
             Err(err) => err,
         };
-        if !err.is_retryable() || retry >= policy.max_retries {
+        let delay = policy.delay(retry + 1, &err, fastrand::f64());
+        let took_on = ctx.gate.as_ref().is_some_and(|g| g.failed(&err, delay));
+        let free = took_on && policy.max_retries > 0 && absorbed < MAX_ABSORBED;
+        if !err.is_retryable() || (!free && charged >= policy.max_retries) {
             let why = if err.is_retryable() {
                 "retries exhausted"
             } else {
@@ -92,8 +105,12 @@ where
             tracing::debug!(retries = retry, decision = why, "model attempt failed");
             return Err(err);
         }
+        if free {
+            absorbed += 1;
+        } else {
+            charged += 1;
+        }
         retry += 1;
-        let delay = policy.delay(retry, &err, fastrand::f64());
         tracing::debug!(
             retry,
             delay_ms = delay.as_millis() as u64,
@@ -108,6 +125,10 @@ where
         }
     }
 }
+
+/// How many 429s of one call the rate limiter may take on before they count as retries:
+/// enough to halve 65 slots down to 1 and back off once more, and still a bound.
+const MAX_ABSORBED: u32 = 8;
 
 fn notice(retry: u32, delay: Duration, err: &ModelError) -> RetryNotice {
     let status = match err {
