@@ -61,6 +61,8 @@ pub struct TaskCounts {
     pub failed: u32,
     pub timed_out: u32,
     pub cancelled: u32,
+    /// Items and tasks taken from the `--state` ledger (counted in `completed` too).
+    pub resumed: u32,
 }
 
 /// One message inside a sub-agent (`task_running.message`).
@@ -158,6 +160,9 @@ pub enum Event {
         max_turns: u32,
         #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
+        /// Taken from the `--state` ledger instead of run (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// A new message inside a sub-agent; `usage` is cumulative.
     TaskRunning {
@@ -180,6 +185,9 @@ pub enum Event {
         turns: u32,
         duration_ms: u64,
         stop_reason: Option<String>,
+        /// Taken from the `--state` ledger instead of run (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// Terminal: the sub-agent failed.
     TaskFailed {
@@ -666,6 +674,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             model: "gpt".into(),
             max_turns: 150,
             timeout_seconds: 1800.0,
+            resumed: false,
         }),
         inside(Event::TaskRunning {
             task_id: "call_1".into(),
@@ -702,6 +711,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             turns: 2,
             duration_ms: 30,
             stop_reason: None,
+            resumed: false,
         }),
         lead(Event::TaskFailed {
             task_id: "call_3".into(),

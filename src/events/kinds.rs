@@ -92,6 +92,7 @@ names! {
         SkillSkipped => "skill_skipped",
         SandboxUnused => "sandbox_unused",
         ToolUnavailable => "tool_unavailable",
+        Resumed => "resumed",
     }
 }
 

@@ -6,6 +6,7 @@ pub mod each;
 pub mod output_file;
 mod signals;
 mod spec;
+pub mod state;
 mod stdout_watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,7 +142,12 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     // The sandbox's containers go on every path, before `run_completed` says the run is over.
     let sandbox_stop = tokio::time::timeout(sandbox_stop_bound(&control), sandbox.stop());
     let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
-    let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
+    let tasks = with_resumed(
+        scheduler.as_ref().map(|s| s.counts()).unwrap_or_default(),
+        item_log.as_deref(),
+        &spec,
+        &events,
+    );
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     let (status, error) = match finish_results(item_log.as_deref(), &control).await {
         Ok(()) => (status, error),
@@ -446,10 +452,11 @@ fn item_log(
             }
         }
     });
-    Arc::new(each::ItemLog {
+    Arc::new(each::ItemLog::new(
         results,
-        schema: spec.output_schema.is_some(),
-    })
+        spec.output_schema.is_some(),
+        spec.state.clone(),
+    ))
 }
 
 /// Runs the items of an `--each` run (the scheduler exists: `--each` always sets one up).
@@ -466,6 +473,31 @@ async fn drive_items(
         }
         _ => AgentEnd::Failed("internal error: --each without its scheduler".into()),
     }
+}
+
+/// Adds the items taken from the `--state` ledger to the run's task counts (they completed,
+/// in an earlier run) and says how many there were.
+fn with_resumed(
+    mut tasks: crate::events::TaskCounts,
+    log: Option<&each::ItemLog>,
+    spec: &RunSpec,
+    events: &EventSink,
+) -> crate::events::TaskCounts {
+    let n = log.map_or(0, |l| l.resumed());
+    if n > 0 {
+        tasks.total += n;
+        tasks.completed += n;
+        tasks.resumed += n;
+        let dir = spec.state.as_ref().map(|s| s.dir().display().to_string());
+        events.emit(Event::warning(
+            WarningCode::Resumed,
+            format!(
+                "{n} item(s) taken from the ledger in {} instead of run again",
+                dir.unwrap_or_default()
+            ),
+        ));
+    }
+    tasks
 }
 
 /// Puts the `--results` file in input order (every path that emits `run_completed`

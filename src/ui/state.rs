@@ -536,6 +536,7 @@ mod tests {
             model: "m".into(),
             max_turns: 10,
             timeout_seconds: 900.0,
+            resumed: false,
         }
     }
 
@@ -677,6 +678,7 @@ mod tests {
             turns: 2,
             duration_ms: 1340,
             stop_reason: None,
+            resumed: false,
         };
         let printed = s.apply(&lead(done), t0);
         assert_eq!(
@@ -711,6 +713,7 @@ mod tests {
             turns: 1,
             duration_ms: 10,
             stop_reason: None,
+            resumed: false,
         };
         assert_eq!(s.apply(&lead(done), t0), None);
         let failed = Event::TaskFailed {
