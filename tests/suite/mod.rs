@@ -28,6 +28,7 @@ mod sandbox;
 mod sandbox_docker;
 mod sandbox_docker_owner;
 mod signals;
+mod state;
 mod stop_reasons;
 mod subagents;
 mod subagents_http;
