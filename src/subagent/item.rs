@@ -49,11 +49,24 @@ impl Scheduler {
     /// both `resumed`), without a slot or a model call. Its usage is the recorded one: it
     /// is not added to this run's totals (contract §15).
     pub fn resume_item(&self, index: u64, kind: &SubagentType, r: Resumed<'_>) {
-        let task_id = format!("item-{index}");
+        let id = format!("item-{index}");
+        self.resume_task(&id, Some(index), &format!("item {index}"), kind, r);
+    }
+
+    /// Reports a task taken from the `--state` ledger: `task_started` and
+    /// `task_completed`, both `resumed`.
+    pub fn resume_task(
+        &self,
+        task_id: &str,
+        item_index: Option<u64>,
+        description: &str,
+        kind: &SubagentType,
+        r: Resumed<'_>,
+    ) {
         self.events.emit(crate::events::Event::TaskStarted {
-            task_id: task_id.clone(),
-            item_index: Some(index),
-            description: format!("item {index}"),
+            task_id: task_id.to_string(),
+            item_index,
+            description: description.to_string(),
             subagent_type: kind.name.clone(),
             model: kind.model.clone(),
             max_turns: kind.max_turns,
@@ -61,8 +74,8 @@ impl Scheduler {
             resumed: true,
         });
         self.events.emit(crate::events::Event::TaskCompleted {
-            task_id,
-            item_index: Some(index),
+            task_id: task_id.to_string(),
+            item_index,
             result: r.result.to_string(),
             usage: r.usage,
             turns: r.turns,

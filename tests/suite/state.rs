@@ -281,3 +281,99 @@ async fn a_directory_in_use_by_a_live_deerflow_is_refused_naming_its_pid() {
     let third = complete_run(ws.path(), &model).await;
     assert_eq!(third.code, 0, "{}", third.stderr);
 }
+
+/// A lead that reads a file, appends to another, delegates a task and answers.
+fn lead_script() -> Value {
+    json!({"version": 1, "lead": [
+        {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "a.txt"}},
+            {"name": "write_file", "arguments": {"path": "out.txt", "content": "x", "append": true}}
+        ], "usage": {"input_tokens": 10, "output_tokens": 2}},
+        {"tool_calls": [{"name": "task", "arguments":
+            {"description": "count", "prompt": "count it", "subagent_type": "general-purpose"}}]},
+        {"text": "final", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    ], "default_task": [{"text": "42"}]})
+}
+
+async fn lead_run(dir: &Path, model: &str) -> Output {
+    deerflow([
+        "run", "--json", "-m", model, "-C", "ws", "--state", "st", "go",
+    ])
+    .cwd(dir)
+    .json()
+    .await
+}
+
+/// Model calls a run made: each would have failed against the emptied cassette.
+fn fail_every_call() -> Value {
+    let no = json!({"error": {"status": 500, "message": "called"}});
+    json!({"version": 1, "lead": [no, no, no], "default_task": [no]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_completed_lead_run_resumed_makes_no_model_call_and_reruns_no_write() {
+    let ws = workspace();
+    let dir = ws.path();
+    std::fs::create_dir(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("ws/a.txt"), "hello\n").unwrap();
+    let c = cassette(dir, lead_script());
+    let model = format!("replay:{}", c.display());
+    let first = lead_run(dir, &model).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.completed()["usage"]["total_tokens"], 24);
+    std::fs::write(&c, fail_every_call().to_string()).unwrap();
+    let again = lead_run(dir, &model).await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let end = again.completed();
+    assert_eq!(end["final_message"], "final");
+    assert_eq!(end["usage"]["total_tokens"], 0);
+    assert_eq!(end["tasks"]["resumed"], 1);
+    assert_eq!(end["tasks"]["completed"], 1);
+    // write_file was recorded as finished: not run again.
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ws/out.txt")).unwrap(),
+        "x"
+    );
+    let done = again.first("task_completed");
+    assert_eq!(done["resumed"], true);
+    assert_eq!(done["result"], "42");
+    let result = again
+        .of_type("tool_result")
+        .into_iter()
+        .find(|r| r["name"] == "task")
+        .unwrap()
+        .clone();
+    assert_eq!(result["output"], "Task Succeeded. Result: 42");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_read_only_result_makes_the_lead_go_live_from_there() {
+    let ws = workspace();
+    let dir = ws.path();
+    std::fs::create_dir(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("ws/a.txt"), "hello\n").unwrap();
+    let c = cassette(dir, lead_script());
+    let model = format!("replay:{}", c.display());
+    assert_eq!(lead_run(dir, &model).await.code, 0);
+    std::fs::write(dir.join("ws/a.txt"), "changed\n").unwrap();
+    // Turn 0 must come from the ledger (the cassette's would fail); turns 1 and 2 live.
+    let mut script = lead_script();
+    script["lead"][0] = json!({"error": {"status": 500, "message": "turn 0 was asked"}});
+    script["lead"][2]["text"] = json!("live answer");
+    std::fs::write(&c, script.to_string()).unwrap();
+    let again = lead_run(dir, &model).await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let end = again.completed();
+    assert_eq!(end["final_message"], "live answer");
+    // The live final answer's usage is this run's.
+    assert_eq!(end["usage"]["total_tokens"], 12);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ws/out.txt")).unwrap(),
+        "x"
+    );
+    // Run a third time: the new record replays whole, the live answer included.
+    std::fs::write(&c, fail_every_call().to_string()).unwrap();
+    let third = lead_run(dir, &model).await;
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(third.completed()["final_message"], "live answer");
+}

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use super::header::{Header, Purpose, VERSION};
 use crate::usage::UsageTotals;
@@ -20,12 +19,35 @@ use crate::usage::UsageTotals;
 pub enum Entry {
     /// An `--each` item ended.
     Item(ItemEnd),
-    /// A model response, as a cassette scripts it (`agent`: `lead` or the task id).
+    /// A lead model response, as a cassette scripts it.
     Response {
-        agent: String,
         turn: usize,
-        response: Box<RawValue>,
+        response: serde_json::Value,
     },
+    /// A lead tool call's result, as fed back to the model.
+    Tool(ToolEnd),
+}
+
+/// A lead tool call's result (contract §15: the ledger of a run without `--each`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolEnd {
+    pub call_id: String,
+    pub name: String,
+    pub ok: bool,
+    pub output: String,
+    /// For a `task` call that completed: what it was asked, so a resumed run that asks the
+    /// same gets the result without running it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskAsked>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskAsked {
+    pub description: String,
+    pub prompt: String,
+    pub subagent_type: String,
+    /// The task's result (the text after `Task Succeeded. Result: `).
+    pub result: String,
 }
 
 /// How an item ended, with what its terminal event reported.

@@ -6,6 +6,7 @@
 
 pub mod hash;
 pub mod header;
+pub mod lead;
 pub mod ledger;
 pub mod lock;
 
@@ -16,8 +17,19 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 pub use header::Purpose;
-use ledger::{Entry, ItemEnd, Writer};
+use ledger::{Entry, ItemEnd, TaskAsked, ToolEnd, Writer};
 use lock::DirLock;
+
+/// What earlier runs of the lead left in the ledger.
+#[derive(Default)]
+pub struct LeadRecord {
+    /// The lead's responses, turn 0 on, as a cassette scripts them.
+    pub responses: Vec<serde_json::Value>,
+    /// Tool results by call id.
+    pub tools: HashMap<String, ToolEnd>,
+    /// Completed tasks, in the order they ended.
+    pub tasks: Vec<TaskAsked>,
+}
 
 /// An open state directory: locked, its ledger read back and open for appending.
 pub struct StateDir {
@@ -26,6 +38,8 @@ pub struct StateDir {
     writer: Writer,
     /// The items the ledger holds as completed, by index; taken as they are resumed.
     completed: Mutex<HashMap<u64, ItemEnd>>,
+    /// What the lead did in earlier runs, taken once by the lead's replay.
+    lead: Mutex<Option<LeadRecord>>,
     /// The first write error: the run stops at it.
     failure: Mutex<Option<String>>,
 }
@@ -52,12 +66,25 @@ impl StateDir {
         let writer = Writer::open(&path, back.whole_len, new)
             .map_err(|e| format!("--state {shown}: {e}"))?;
         let mut completed = HashMap::new();
+        let mut lead = LeadRecord::default();
         for e in back.entries {
-            if let Entry::Item(end) = e {
-                if end.status == "completed" {
+            match e {
+                Entry::Item(end) if end.status == "completed" => {
                     completed.insert(end.index, end);
-                } else {
+                }
+                Entry::Item(end) => {
                     completed.remove(&end.index);
+                }
+                // A later run that went live from turn t replaced the record from there;
+                // only an unbroken run of turns from the first can be replayed.
+                Entry::Response { turn, response } if turn <= lead.responses.len() => {
+                    lead.responses.truncate(turn);
+                    lead.responses.push(response);
+                }
+                Entry::Response { .. } => {}
+                Entry::Tool(t) => {
+                    lead.tasks.extend(t.task.clone());
+                    lead.tools.insert(t.call_id.clone(), t);
                 }
             }
         }
@@ -66,6 +93,7 @@ impl StateDir {
             _lock: lock,
             writer,
             completed: Mutex::new(completed),
+            lead: Mutex::new(Some(lead)),
             failure: Mutex::new(None),
         })
     }
@@ -88,6 +116,23 @@ impl StateDir {
     /// failure and returned.
     pub fn item_ended(&self, end: &ItemEnd) -> Result<(), String> {
         self.append(&Entry::Item(end.clone()))
+    }
+
+    /// What earlier runs' lead did; empty after the first call.
+    pub fn take_lead(&self) -> LeadRecord {
+        let mut g = self.lead.lock().unwrap_or_else(|p| p.into_inner());
+        g.take().unwrap_or_default()
+    }
+
+    /// Records a lead model response (before its events).
+    pub fn lead_response(&self, turn: usize, response: &impl Serialize) -> Result<(), String> {
+        let response = serde_json::to_value(response).map_err(|e| e.to_string())?;
+        self.append(&Entry::Response { turn, response })
+    }
+
+    /// Records a lead tool result (before its event).
+    pub fn tool_ended(&self, end: ToolEnd) -> Result<(), String> {
+        self.append(&Entry::Tool(end))
     }
 
     fn append(&self, entry: &impl Serialize) -> Result<(), String> {
