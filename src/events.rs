@@ -121,15 +121,29 @@ pub enum Event {
         sandbox: SandboxInfo,
     },
     /// The lead agent produced text.
-    Message { role: String, text: String },
+    Message {
+        role: String,
+        text: String,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
+    },
     /// The lead model returned reasoning / thinking text (§10).
-    Reasoning { text: String },
+    Reasoning {
+        text: String,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
+    },
     /// The lead agent calls a tool (a `task` call too).
     ToolCall {
         call_id: String,
         name: String,
         #[schemars(with = "Map<String, Value>")]
         arguments: ToolArgs,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// A lead tool returned; `output` is cut at 2000 characters (`truncated`).
     ToolResult {
@@ -140,6 +154,9 @@ pub enum Event {
         output: String,
         truncated: bool,
         duration_ms: u64,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// An accepted task waits for a free slot; `position` is 1-based.
     TaskQueued {
@@ -645,12 +662,14 @@ pub(crate) fn samples() -> Vec<Envelope> {
         lead(Event::Message {
             role: "assistant".into(),
             text: "hi \"there\"\n".into(),
+            resumed: false,
         }),
         lead(Event::ToolCall {
             call_id: "call_1".into(),
             name: "task".into(),
             // Key order is the model's, not sorted.
             arguments: json!({"z": 1, "a": {"y": [1, 2], "b": null}}).into(),
+            resumed: false,
         }),
         lead(Event::ToolResult {
             call_id: "call_1".into(),
@@ -659,6 +678,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
             output: "Task Succeeded. Result: r".into(),
             truncated: false,
             duration_ms: 12,
+            resumed: false,
         }),
         lead(Event::TaskQueued {
             task_id: "call_2".into(),
@@ -805,6 +825,7 @@ pub(crate) fn samples() -> Vec<Envelope> {
         }),
         lead(Event::Reasoning {
             text: "The user wants a greeting.".into(),
+            resumed: false,
         }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),

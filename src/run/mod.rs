@@ -533,6 +533,10 @@ fn with_resumed(
 /// results match, its tools answer from or are compared with the record.
 fn resume_lead(lead: &mut Agent, replay: &Arc<state::lead::LeadReplay>) {
     lead.model = replay.model(lead.model.clone());
+    lead.observer = Arc::new(LeadObserver {
+        events: lead.events.clone(),
+        marks: Some(replay.clone()),
+    });
     let tools = replay.tools(lead.tools.tools.clone());
     lead.tools = Arc::new(Toolset::new(tools));
 }
@@ -586,6 +590,7 @@ fn lead_agent(
         events: events.clone(),
         observer: Arc::new(LeadObserver {
             events: events.clone(),
+            marks: None,
         }),
         progress: spec.lead_progress.clone(),
         output_schema: spec.output_schema.clone(),

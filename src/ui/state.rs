@@ -513,6 +513,7 @@ mod tests {
             call_id: id.into(),
             name: name.into(),
             arguments: json!({}).into(),
+            resumed: false,
         }
     }
 
@@ -524,6 +525,7 @@ mod tests {
             output: String::new(),
             truncated: false,
             duration_ms: 1,
+            resumed: false,
         }
     }
 
@@ -587,6 +589,7 @@ mod tests {
         let text = Event::Message {
             role: "assistant".into(),
             text: "let me look".into(),
+            resumed: false,
         };
         assert_eq!(s.apply(&lead(text), now), None);
         // The text shows once a tool call follows it (else it is the final answer).

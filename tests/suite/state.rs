@@ -296,12 +296,14 @@ fn lead_script() -> Value {
 }
 
 async fn lead_run(dir: &Path, model: &str) -> Output {
-    deerflow([
-        "run", "--json", "-m", model, "-C", "ws", "--state", "st", "go",
-    ])
-    .cwd(dir)
-    .json()
-    .await
+    lead_run_with(dir, model, &[]).await
+}
+
+async fn lead_run_with(dir: &Path, model: &str, more: &[&str]) -> Output {
+    let mut a = vec!["run", "--json", "-m", model, "-C", "ws", "--state", "st"];
+    a.extend_from_slice(more);
+    a.push("go");
+    deerflow(a).cwd(dir).json().await
 }
 
 /// Model calls a run made: each would have failed against the emptied cassette.
@@ -322,10 +324,19 @@ async fn a_completed_lead_run_resumed_makes_no_model_call_and_reruns_no_write() 
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.completed()["usage"]["total_tokens"], 24);
     std::fs::write(&c, fail_every_call().to_string()).unwrap();
-    let again = lead_run(dir, &model).await;
+    let again = lead_run_with(dir, &model, &["--record", "rec.json"]).await;
     assert_eq!(again.code, 0, "{}", again.stderr);
     let end = again.completed();
     assert_eq!(end["final_message"], "final");
+    for t in ["message", "tool_call", "tool_result"] {
+        assert!(!again.of_type(t).is_empty(), "{t}");
+        assert!(again.of_type(t).iter().all(|e| e["resumed"] == true), "{t}");
+    }
+    // --record holds the responses the run used, replayed ones included.
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("rec.json")).unwrap()).unwrap();
+    assert_eq!(rec["lead"].as_array().unwrap().len(), 3, "{rec}");
+    assert_eq!(rec["lead"][2]["text"], "final");
     assert_eq!(end["usage"]["total_tokens"], 0);
     assert_eq!(end["tasks"]["resumed"], 1);
     assert_eq!(end["tasks"]["completed"], 1);
@@ -365,6 +376,15 @@ async fn a_changed_read_only_result_makes_the_lead_go_live_from_there() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     let end = again.completed();
     assert_eq!(end["final_message"], "live answer");
+    let calls = again.of_type("tool_call");
+    assert_eq!(calls[0]["resumed"], true, "turn 0 was replayed");
+    assert_eq!(calls[1]["resumed"], true, "turn 0 was replayed");
+    assert!(
+        calls[2].get("resumed").is_none(),
+        "turn 1 is live: {}",
+        calls[2]
+    );
+    assert!(again.first("message").get("resumed").is_none());
     // The live final answer's usage is this run's.
     assert_eq!(end["usage"]["total_tokens"], 12);
     assert_eq!(

@@ -35,6 +35,10 @@ pub struct LeadReplay {
     /// The calls of the responses replayed: only they may take a recorded result (a live
     /// response may reuse an id, a replay model's are derived from the turn).
     replayed_calls: Mutex<std::collections::HashSet<String>>,
+    /// Every call of a replayed response (its events say `resumed`).
+    replayed_ids: Mutex<std::collections::HashSet<String>>,
+    /// Whether the lead's last response was replayed.
+    last_replayed: AtomicBool,
     /// Set at the first difference or past the end of the record; never cleared.
     live: AtomicBool,
     replayed: AtomicU32,
@@ -56,6 +60,8 @@ impl LeadReplay {
             tools: Mutex::new(lead.tools),
             tasks: Mutex::new(lead.tasks),
             replayed_calls: Mutex::default(),
+            replayed_ids: Mutex::default(),
+            last_replayed: AtomicBool::new(false),
             live: AtomicBool::new(false),
             replayed: AtomicU32::new(0),
             resumed_tasks: AtomicU32::new(0),
@@ -152,6 +158,16 @@ impl LeadReplay {
     }
 }
 
+impl crate::agent::ResumeMarks for LeadReplay {
+    fn response(&self) -> bool {
+        self.last_replayed.load(Ordering::SeqCst)
+    }
+
+    fn call(&self, id: &str) -> bool {
+        lock(&self.replayed_ids).contains(id)
+    }
+}
+
 struct LedgerModel {
     inner: Arc<dyn ChatModel>,
     replay: Arc<LeadReplay>,
@@ -176,13 +192,19 @@ impl ChatModel for LedgerModel {
                     log.push(AgentId::Lead, req.turn, scripted.clone());
                 }
                 self.replay.replayed.fetch_add(1, Ordering::Relaxed);
-                let mut calls = lock(&self.replay.replayed_calls);
-                calls.extend(scripted.tool_calls.iter().filter_map(|c| c.id.clone()));
-                drop(calls);
+                let ids = scripted.tool_calls.iter().filter_map(|c| c.id.clone());
+                let ids: Vec<String> = ids.collect();
+                lock(&self.replay.replayed_calls).extend(ids.iter().cloned());
+                lock(&self.replay.replayed_ids).extend(ids);
+                self.replay.last_replayed.store(true, Ordering::SeqCst);
                 // Paid for by the run that made it, not this one.
                 scripted.usage = None;
                 return Ok(to_response(scripted, req));
             }
+            self.replay.last_replayed.store(false, Ordering::SeqCst);
+            // A live response may reuse a replayed id (a replay model derives them from
+            // the turn): from here on none is a replayed call.
+            lock(&self.replay.replayed_ids).clear();
             let result = self.inner.complete(req, ctx).await;
             if let Ok(r) = &result {
                 self.replay
