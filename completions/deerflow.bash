@@ -619,7 +619,7 @@ _deerflow() {
             return 0
             ;;
         deerflow__subcmd__run)
-            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --web --skills --output-last-message --output-schema --record --set --quiet --mcp-config --color --thinking --image --each --agent --results --shard --config --help"
+            opts="-p -m -C -o -q -c -h --prompt --prompt-file --model --max-concurrent --max-tasks --max-turns --timeout --subagent-timeout --max-tokens --json --workspace --allow-bash --no-subagents --web --skills --output-last-message --output-schema --record --set --quiet --mcp-config --color --thinking --image --each --agent --results --shard --state --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -730,6 +730,10 @@ _deerflow() {
                     return 0
                     ;;
                 --shard)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

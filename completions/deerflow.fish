@@ -61,6 +61,7 @@ complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l each -d 'Run t
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l agent -d 'With --each: the sub-agent type each item runs as [default: general-purpose]' -r
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l results -d 'With --each: one JSON line per item as it finishes, rewritten in input order at the end' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l shard -d 'With --each: run only the items whose 0-based index mod N is K-1' -r
+complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l state -d 'Keep a ledger in DIR so that the same command, run again, resumes instead of redoing finished work' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -s c -l config -d 'Config file (else $DEERFLOW_CONFIG, ./deerflow.yaml, $XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)' -r -F
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l json -d 'NDJSON events on stdout; nothing else goes to stdout'
 complete -c deerflow -n "__fish_deerflow_using_subcommand run" -l allow-bash -d 'Allow the bash tool and the bash sub-agent on the host'

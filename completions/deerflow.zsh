@@ -59,6 +59,7 @@ _arguments "${_arguments_options[@]}" : \
 '--agent=[With --each\: the sub-agent type each item runs as \[default\: general-purpose\]]:TYPE:_default' \
 '--results=[With --each\: one JSON line per item as it finishes, rewritten in input order at the end]:FILE:_files' \
 '--shard=[With --each\: run only the items whose 0-based index mod N is K-1]:K/N:_default' \
+'--state=[Keep a ledger in DIR so that the same command, run again, resumes instead of redoing finished work]:DIR:_files' \
 '-c+[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--config=[Config file (else \$DEERFLOW_CONFIG, ./deerflow.yaml, \$XDG_CONFIG_HOME/deerflow/config.yaml, ~/.config/deerflow/config.yaml)]:PATH:_files' \
 '--json[NDJSON events on stdout; nothing else goes to stdout]' \

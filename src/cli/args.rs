@@ -247,6 +247,11 @@ pub struct RunArgs {
     /// With --each: run only the items whose 0-based index mod N is K-1
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+
+    /// Keep a ledger in DIR so that the same command, run again, resumes instead of
+    /// redoing finished work
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
 }
 
 /// `90s`, `30m`, `1h`, `1h30m`, or plain seconds; positive and at most a year.

@@ -10,6 +10,7 @@ mod each_args;
 pub mod error;
 mod mcp_cmd;
 mod run;
+mod state_args;
 mod web;
 
 use clap::error::ErrorKind;

@@ -124,6 +124,8 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         ))
         .into());
     }
+    let agent = each.as_ref().map(|e| e.agent.as_str());
+    let state = super::state_args::open(&args, &cwd, &prompt, agent, &lead.info.name)?;
     let mut workspace = Workspace::new(&workspace_dir, Some(&skills_dir)).map_err(|e| {
         usage(format!(
             "cannot use workspace {}: {e}",
@@ -188,6 +190,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
             results: e.results,
             count_path: e.count_path,
         }),
+        state,
     })
 }
 

@@ -6,6 +6,7 @@ pub mod each;
 pub mod output_file;
 mod signals;
 mod spec;
+pub mod state;
 mod stdout_watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,6 +114,10 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             scheduler_limits(&spec, item_log.is_some()),
         )
     });
+    let lead_replay = spec.state.clone().filter(|_| item_log.is_none()).map(|st| {
+        let record = spec.record.as_ref().map(|r| r.1.clone());
+        state::lead::LeadReplay::new(st, record, scheduler.clone())
+    });
     let end = match sandbox_failure.or(mcp_failure) {
         // No sandbox, or a required server is down: the run fails before the first model call.
         Some(error) => Ok(AgentEnd::Failed(error)),
@@ -126,7 +131,10 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         )
         .await),
         None => {
-            let lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
+            let mut lead = lead_agent(&spec, &events, &control, &artifacts, scheduler.as_ref());
+            if let Some(r) = &lead_replay {
+                resume_lead(&mut lead, r);
+            }
             drive_lead(lead, shared.clone(), spec.prompt.clone(), &control).await
         }
     };
@@ -141,7 +149,12 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     // The sandbox's containers go on every path, before `run_completed` says the run is over.
     let sandbox_stop = tokio::time::timeout(sandbox_stop_bound(&control), sandbox.stop());
     let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
-    let tasks = scheduler.as_ref().map(|s| s.counts()).unwrap_or_default();
+    let tasks = with_resumed(
+        scheduler.as_ref().map(|s| s.counts()).unwrap_or_default(),
+        Resumed::of(item_log.as_deref(), lead_replay.as_deref()),
+        &spec,
+        &events,
+    );
     let (status, final_message, error) = classify(end, control.cause(), &events, &spec);
     let (status, error) = match finish_results(item_log.as_deref(), &control).await {
         Ok(()) => (status, error),
@@ -448,10 +461,11 @@ fn item_log(
             }
         }
     });
-    Arc::new(each::ItemLog {
+    Arc::new(each::ItemLog::new(
         results,
-        schema: spec.output_schema.is_some(),
-    })
+        spec.output_schema.is_some(),
+        spec.state.clone(),
+    ))
 }
 
 /// Runs the items of an `--each` run (the scheduler exists: `--each` always sets one up).
@@ -468,6 +482,65 @@ async fn drive_items(
         }
         _ => AgentEnd::Failed("internal error: --each without its scheduler".into()),
     }
+}
+
+/// What a run took from its `--state` ledger.
+struct Resumed {
+    items: u32,
+    tasks: u32,
+    responses: u32,
+}
+
+impl Resumed {
+    fn of(log: Option<&each::ItemLog>, lead: Option<&state::lead::LeadReplay>) -> Self {
+        Self {
+            items: log.map_or(0, |l| l.resumed()),
+            tasks: lead.map_or(0, |l| l.resumed_tasks()),
+            responses: lead.map_or(0, |l| l.replayed()),
+        }
+    }
+}
+
+/// Adds the items and tasks taken from the `--state` ledger to the run's task counts (they
+/// completed, in an earlier run) and says what was taken.
+fn with_resumed(
+    mut tasks: crate::events::TaskCounts,
+    r: Resumed,
+    spec: &RunSpec,
+    events: &EventSink,
+) -> crate::events::TaskCounts {
+    let n = r.items + r.tasks;
+    tasks.total += n;
+    tasks.completed += n;
+    tasks.resumed += n;
+    let dir = spec.state.as_ref().map(|s| s.dir().display().to_string());
+    let what = if r.items > 0 {
+        format!("{} item(s)", r.items)
+    } else {
+        format!("{} lead response(s) and {} task(s)", r.responses, r.tasks)
+    };
+    if n + r.responses > 0 {
+        events.emit(Event::warning(
+            WarningCode::Resumed,
+            format!(
+                "{what} taken from the ledger in {} instead of run again",
+                dir.unwrap_or_default()
+            ),
+        ));
+    }
+    tasks
+}
+
+/// Gives the lead the ledger's replay: its model answers from the record while the tool
+/// results match, its tools answer from or are compared with the record.
+fn resume_lead(lead: &mut Agent, replay: &Arc<state::lead::LeadReplay>) {
+    lead.model = replay.model(lead.model.clone());
+    lead.observer = Arc::new(LeadObserver {
+        events: lead.events.clone(),
+        marks: Some(replay.clone()),
+    });
+    let tools = replay.tools(lead.tools.tools.clone());
+    lead.tools = Arc::new(Toolset::new(tools));
 }
 
 /// Puts the `--results` file in input order (every path that emits `run_completed`
@@ -519,6 +592,7 @@ fn lead_agent(
         events: events.clone(),
         observer: Arc::new(LeadObserver {
             events: events.clone(),
+            marks: None,
         }),
         progress: spec.lead_progress.clone(),
         output_schema: spec.output_schema.clone(),

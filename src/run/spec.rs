@@ -75,4 +75,6 @@ pub struct RunSpec {
     pub mcp: Vec<McpServer>,
     /// `--each`: the prompt is a template run once per item, with no lead (§15).
     pub each: Option<EachSpec>,
+    /// `--state DIR`: the ledger, locked and read back (§15).
+    pub state: Option<Arc<super::state::StateDir>>,
 }

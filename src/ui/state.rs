@@ -513,6 +513,7 @@ mod tests {
             call_id: id.into(),
             name: name.into(),
             arguments: json!({}).into(),
+            resumed: false,
         }
     }
 
@@ -524,6 +525,7 @@ mod tests {
             output: String::new(),
             truncated: false,
             duration_ms: 1,
+            resumed: false,
         }
     }
 
@@ -536,6 +538,7 @@ mod tests {
             model: "m".into(),
             max_turns: 10,
             timeout_seconds: 900.0,
+            resumed: false,
         }
     }
 
@@ -586,6 +589,7 @@ mod tests {
         let text = Event::Message {
             role: "assistant".into(),
             text: "let me look".into(),
+            resumed: false,
         };
         assert_eq!(s.apply(&lead(text), now), None);
         // The text shows once a tool call follows it (else it is the final answer).
@@ -677,6 +681,7 @@ mod tests {
             turns: 2,
             duration_ms: 1340,
             stop_reason: None,
+            resumed: false,
         };
         let printed = s.apply(&lead(done), t0);
         assert_eq!(
@@ -711,6 +716,7 @@ mod tests {
             turns: 1,
             duration_ms: 10,
             stop_reason: None,
+            resumed: false,
         };
         assert_eq!(s.apply(&lead(done), t0), None);
         let failed = Event::TaskFailed {

@@ -31,6 +31,7 @@ mod sandbox_docker;
 #[cfg(feature = "docker")]
 mod sandbox_docker_owner;
 mod signals;
+mod state;
 mod stop_reasons;
 mod subagents;
 mod subagents_http;

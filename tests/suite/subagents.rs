@@ -46,7 +46,7 @@ async fn fan_out_of_three_completes_and_usage_adds_up() {
     let done = out.completed();
     assert_eq!(
         done["tasks"],
-        json!({"total": 3, "completed": 3, "failed": 0, "timed_out": 0, "cancelled": 0})
+        json!({"total": 3, "completed": 3, "failed": 0, "timed_out": 0, "cancelled": 0, "resumed": 0})
     );
     assert_eq!(done["usage"]["lead"]["total_tokens"], 330);
     assert_eq!(done["usage"]["subagents"]["total_tokens"], 165);

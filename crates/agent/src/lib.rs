@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 pub use context::{AgentPort, ContextPolicy, History, KeepAll, PreCall, Reason};
 pub use control::RunControl;
-pub use observer::{LeadObserver, Observer};
+pub use observer::{LeadObserver, Observer, ResumeMarks};
 pub use turns::run_agent;
 
 use deerflow_events::usage::{Ledger, UsageTotals};

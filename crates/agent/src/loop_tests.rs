@@ -99,6 +99,7 @@ impl Setup {
             events: events.clone(),
             observer: Arc::new(LeadObserver {
                 events: events.clone(),
+                marks: None,
             }),
             progress: Arc::new(Progress::default()),
             output_schema: self.output_schema,

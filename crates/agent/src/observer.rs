@@ -20,8 +20,28 @@ pub trait Observer: Send + Sync {
     fn tool_result(&self, call: &ToolCall, out: &ToolOutput, took: Duration);
 }
 
+/// Which of the lead's events replay an earlier run (`--state`, contract §15): they carry
+/// `resumed: true`.
+pub trait ResumeMarks: Send + Sync {
+    /// Whether the response just received was replayed.
+    fn response(&self) -> bool;
+    /// Whether call `id` belongs to a replayed response.
+    fn call(&self, id: &str) -> bool;
+}
+
 pub struct LeadObserver {
     pub events: EventSink,
+    pub marks: Option<std::sync::Arc<dyn ResumeMarks>>,
+}
+
+impl LeadObserver {
+    fn response_resumed(&self) -> bool {
+        self.marks.as_ref().is_some_and(|m| m.response())
+    }
+
+    fn call_resumed(&self, id: &str) -> bool {
+        self.marks.as_ref().is_some_and(|m| m.call(id))
+    }
 }
 
 impl Observer for LeadObserver {
@@ -30,12 +50,14 @@ impl Observer for LeadObserver {
         if let Some(r) = reasoning {
             self.events.emit(Event::Reasoning {
                 text: r.to_string(),
+                resumed: self.response_resumed(),
             });
         }
         if let Some(t) = text {
             self.events.emit(Event::Message {
                 role: "assistant".into(),
                 text: t.to_string(),
+                resumed: self.response_resumed(),
             });
         }
     }
@@ -45,6 +67,7 @@ impl Observer for LeadObserver {
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
+            resumed: self.call_resumed(&call.id),
         });
     }
 
@@ -57,6 +80,7 @@ impl Observer for LeadObserver {
             output,
             truncated,
             duration_ms: took.as_millis() as u64,
+            resumed: self.call_resumed(&call.id),
         });
     }
 }

@@ -93,6 +93,7 @@ names! {
         SandboxUnused => "sandbox_unused",
         ToolUnavailable => "tool_unavailable",
         RateLimited => "rate_limited",
+        Resumed => "resumed",
     }
 }
 

@@ -69,6 +69,8 @@ pub struct TaskCounts {
     pub failed: u32,
     pub timed_out: u32,
     pub cancelled: u32,
+    /// Items and tasks taken from the `--state` ledger (counted in `completed` too).
+    pub resumed: u32,
 }
 
 /// One message inside a sub-agent (`task_running.message`).
@@ -136,15 +138,29 @@ pub enum Event {
         sandbox: SandboxInfo,
     },
     /// The lead agent produced text.
-    Message { role: String, text: String },
+    Message {
+        role: String,
+        text: String,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
+    },
     /// The lead model returned reasoning / thinking text (§10).
-    Reasoning { text: String },
+    Reasoning {
+        text: String,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
+    },
     /// The lead agent calls a tool (a `task` call too).
     ToolCall {
         call_id: String,
         name: String,
         #[schemars(with = "Map<String, Value>")]
         arguments: ToolArgs,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// A lead tool returned; `output` is cut at 2000 characters (`truncated`).
     ToolResult {
@@ -155,6 +171,9 @@ pub enum Event {
         output: String,
         truncated: bool,
         duration_ms: u64,
+        /// Replayed from the `--state` ledger (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// An accepted task waits for a free slot; `position` is 1-based.
     TaskQueued {
@@ -175,6 +194,9 @@ pub enum Event {
         max_turns: u32,
         #[serde(serialize_with = "seconds")]
         timeout_seconds: f64,
+        /// Taken from the `--state` ledger instead of run (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// A new message inside a sub-agent; `usage` is cumulative.
     TaskRunning {
@@ -197,6 +219,9 @@ pub enum Event {
         turns: u32,
         duration_ms: u64,
         stop_reason: Option<String>,
+        /// Taken from the `--state` ledger instead of run (contract §15); absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// Terminal: the sub-agent failed.
     TaskFailed {
@@ -674,12 +699,14 @@ pub fn samples() -> Vec<Envelope> {
         lead(Event::Message {
             role: "assistant".into(),
             text: "hi \"there\"\n".into(),
+            resumed: false,
         }),
         lead(Event::ToolCall {
             call_id: "call_1".into(),
             name: "task".into(),
             // Key order is the model's, not sorted.
             arguments: json!({"z": 1, "a": {"y": [1, 2], "b": null}}).into(),
+            resumed: false,
         }),
         lead(Event::ToolResult {
             call_id: "call_1".into(),
@@ -688,6 +715,7 @@ pub fn samples() -> Vec<Envelope> {
             output: "Task Succeeded. Result: r".into(),
             truncated: false,
             duration_ms: 12,
+            resumed: false,
         }),
         lead(Event::TaskQueued {
             task_id: "call_2".into(),
@@ -703,6 +731,7 @@ pub fn samples() -> Vec<Envelope> {
             model: "gpt".into(),
             max_turns: 150,
             timeout_seconds: 1800.0,
+            resumed: false,
         }),
         inside(Event::TaskRunning {
             task_id: "call_1".into(),
@@ -739,6 +768,7 @@ pub fn samples() -> Vec<Envelope> {
             turns: 2,
             duration_ms: 30,
             stop_reason: None,
+            resumed: false,
         }),
         lead(Event::TaskFailed {
             task_id: "call_3".into(),
@@ -835,6 +865,7 @@ pub fn samples() -> Vec<Envelope> {
         }),
         lead(Event::Reasoning {
             text: "The user wants a greeting.".into(),
+            resumed: false,
         }),
         lead(Event::ClarificationRequested {
             question: "which?".into(),

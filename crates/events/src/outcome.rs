@@ -78,6 +78,7 @@ mod tests {
             failed,
             timed_out,
             cancelled,
+            resumed: 0,
         }
     }
 

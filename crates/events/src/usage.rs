@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use deerflow_model::Usage;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, JsonSchema, PartialEq, Eq)]
 pub struct UsageTotals {
     pub input_tokens: u64,
     pub output_tokens: u64,

@@ -36,6 +36,56 @@ impl Scheduler {
     }
 }
 
+/// What the `--state` ledger recorded of a completed item, reported again instead of run.
+pub struct Resumed<'a> {
+    pub result: &'a str,
+    pub usage: deerflow_events::usage::UsageTotals,
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+impl Scheduler {
+    /// Reports item `index` as the ledger recorded it (`task_started` and `task_completed`,
+    /// both `resumed`), without a slot or a model call. Its usage is the recorded one: it
+    /// is not added to this run's totals (contract §15).
+    pub fn resume_item(&self, index: u64, kind: &SubagentType, r: Resumed<'_>) {
+        let id = format!("item-{index}");
+        self.resume_task(&id, Some(index), &format!("item {index}"), kind, r);
+    }
+
+    /// Reports a task taken from the `--state` ledger: `task_started` and
+    /// `task_completed`, both `resumed`.
+    pub fn resume_task(
+        &self,
+        task_id: &str,
+        item_index: Option<u64>,
+        description: &str,
+        kind: &SubagentType,
+        r: Resumed<'_>,
+    ) {
+        self.events.emit(deerflow_events::Event::TaskStarted {
+            task_id: task_id.to_string(),
+            item_index,
+            description: description.to_string(),
+            subagent_type: kind.name.clone(),
+            model: kind.model.clone(),
+            max_turns: kind.max_turns,
+            timeout_seconds: kind.timeout_seconds,
+            resumed: true,
+        });
+        self.events.emit(deerflow_events::Event::TaskCompleted {
+            task_id: task_id.to_string(),
+            item_index,
+            result: r.result.to_string(),
+            usage: r.usage,
+            turns: r.turns,
+            duration_ms: r.duration_ms,
+            stop_reason: None,
+            resumed: true,
+        });
+    }
+}
+
 /// Runs a started item to its end; `problem` fails it at once (an item that could not be
 /// read or rendered fails as its own task).
 pub async fn run_item(s: Arc<Scheduler>, rec: Arc<TaskRecord>, problem: Option<String>) {

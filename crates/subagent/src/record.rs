@@ -182,6 +182,7 @@ impl TaskRecord {
             model: self.kind.model.clone(),
             max_turns: self.kind.max_turns,
             timeout_seconds: self.kind.timeout_seconds,
+            resumed: false,
         });
         true
     }
@@ -204,6 +205,7 @@ impl TaskRecord {
             turns: end.turns,
             duration_ms: end.duration_ms,
             stop_reason: stop_reason.map(String::from),
+            resumed: false,
         });
         TaskEnd::new(TaskStatus::Completed, result).into_output()
     }

@@ -3,8 +3,9 @@
 //! thread of their own and taken only when a slot is free, so memory holds the items in
 //! flight, not the file. `--results` gets one line per item as it ends (`results.rs`).
 //!
-//! An item's life has two places a record of it is kept: [`start`] (about to start) and
-//! [`ItemLog::ended`] (ended, before its terminal event is emitted).
+//! An item's life has two places a record of it is kept: [`start`] (about to start: the
+//! `--state` ledger may answer for it) and [`ItemLog::ended`] (ended, before its terminal
+//! event is emitted: the ledger and `--results` get it there).
 
 pub mod items;
 pub mod results;
@@ -12,6 +13,7 @@ pub mod template;
 
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +21,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::agent::{AgentEnd, RunControl};
-use crate::subagent::item::run_item;
+use crate::run::state::hash::fingerprint;
+use crate::run::state::ledger::ItemEnd;
+use crate::run::state::StateDir;
+use crate::subagent::item::{run_item, Resumed};
 use crate::subagent::record::{EndHook, Ended, TaskRecord};
 use crate::subagent::{Scheduler, SubagentType};
 use crate::tools::task_end::TaskStatus;
@@ -46,43 +51,94 @@ pub struct EachSpec {
     pub count_path: Option<PathBuf>,
 }
 
-/// Where the end of every item is kept: the `--results` file. (A `--state` ledger, which
-/// must hold an end before the event says it, joins here.)
+/// Where the end of every item is kept: the `--state` ledger (on disk before the event
+/// says it) and the `--results` file.
 pub struct ItemLog {
     pub results: Option<ResultsFile>,
     /// Whether answers are JSON under `--output-schema` (each line's `final_output`).
     pub schema: bool,
+    pub state: Option<Arc<StateDir>>,
+    /// Items taken from the ledger instead of run.
+    pub resumed: AtomicU32,
 }
 
 impl ItemLog {
+    pub fn new(results: Option<ResultsFile>, schema: bool, state: Option<Arc<StateDir>>) -> Self {
+        Self {
+            results,
+            schema,
+            state,
+            resumed: AtomicU32::new(0),
+        }
+    }
+
     /// The first write error, which stops the run from reading more items.
     fn failure(&self) -> Option<String> {
-        self.results.as_ref().and_then(ResultsFile::failure)
+        let state = self.state.as_ref().and_then(|s| s.failure());
+        state.or_else(|| self.results.as_ref().and_then(ResultsFile::failure))
     }
-}
 
-impl EndHook for ItemLog {
-    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) {
-        let (Some(results), Some(index)) = (&self.results, rec.item) else {
+    /// How many items were taken from the ledger.
+    pub fn resumed(&self) -> u32 {
+        self.resumed.load(Ordering::Relaxed)
+    }
+
+    /// Sends an item's result line (a no-op without `--results`).
+    fn result_line(&self, index: u64, status: TaskStatus, text: &str, end: Recorded) {
+        let Some(results) = &self.results else {
             return;
         };
-        let completed = end.status == TaskStatus::Completed;
+        let completed = status == TaskStatus::Completed;
         let final_output = if completed && self.schema {
-            serde_json::from_str(end.text).ok()
+            serde_json::from_str(text).ok()
         } else {
             None
         };
         let line = ResultLine {
             index,
-            status: end.status.as_str(),
-            result: completed.then_some(end.text),
+            status: status.as_str(),
+            result: completed.then_some(text),
             final_output,
-            error: (!completed).then_some(end.text),
+            error: (!completed).then_some(text),
+            usage: end.usage,
+            duration_ms: end.duration_ms,
+            resumed: end.resumed,
+        };
+        results.send(index, line.to_bytes());
+    }
+}
+
+/// What a result line reports besides the text.
+struct Recorded {
+    usage: crate::usage::UsageTotals,
+    duration_ms: u64,
+    resumed: bool,
+}
+
+impl EndHook for ItemLog {
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) {
+        let Some(index) = rec.item else {
+            return;
+        };
+        if let Some(state) = &self.state {
+            // Fails the run at the next item; the event still goes out, the ledger just
+            // does not hold it (a resume runs the item again).
+            let _ = state.item_ended(&ItemEnd {
+                index,
+                content: fingerprint(rec.prompt().as_bytes()),
+                status: end.status.as_str().to_string(),
+                text: end.text.to_string(),
+                usage: end.usage,
+                turns: end.turns,
+                duration_ms: end.duration_ms,
+            });
+        }
+        let recorded = Recorded {
             usage: end.usage,
             duration_ms: end.duration_ms,
             resumed: false,
         };
-        results.send(index, line.to_bytes());
+        self.result_line(index, end.status, end.text, recorded);
     }
 }
 
@@ -171,8 +227,8 @@ async fn wait_for(inflight: &mut JoinSet<()>, control: &RunControl) {
     inflight.detach_all();
 }
 
-/// An item is about to start. (A `--state` ledger answers here from its record: a
-/// completed item is replayed with `resumed: true` instead of run.) The run's `--image`s
+/// An item is about to start: one the ledger holds as completed (same index, same
+/// prompt) is reported from it with `resumed: true` instead of run. The run's `--image`s
 /// (§14) belong to every item's task message, which is `prompt`.
 fn start(
     sched: &Arc<Scheduler>,
@@ -185,10 +241,38 @@ fn start(
         Ok(p) => (p, None),
         Err(why) => (String::new(), Some(why)),
     };
+    if problem.is_none() && resume(sched, kind, log, item.index, &prompt) {
+        return;
+    }
     let hook: Arc<dyn EndHook> = log.clone();
     if let Some(rec) = sched.start_item(item.index, &prompt, kind.clone(), hook) {
         inflight.spawn(run_item(sched.clone(), rec, problem));
     }
+}
+
+/// Reports item `index` from the ledger when it completed there; whether it did.
+fn resume(sched: &Scheduler, kind: &SubagentType, log: &ItemLog, index: u64, prompt: &str) -> bool {
+    let Some(state) = &log.state else {
+        return false;
+    };
+    let Some(done) = state.take_completed(index, &fingerprint(prompt.as_bytes())) else {
+        return false;
+    };
+    log.resumed.fetch_add(1, Ordering::Relaxed);
+    let recorded = Recorded {
+        usage: done.usage,
+        duration_ms: done.duration_ms,
+        resumed: true,
+    };
+    log.result_line(index, TaskStatus::Completed, &done.text, recorded);
+    let r = Resumed {
+        result: &done.text,
+        usage: done.usage,
+        turns: done.turns,
+        duration_ms: done.duration_ms,
+    };
+    sched.resume_item(index, kind, r);
+    true
 }
 
 /// Counts the items of `path` (this shard's) on a thread of its own, for the live view's

@@ -330,7 +330,7 @@ impl ReplayModel {
     }
 }
 
-fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
+pub fn to_response(r: ScriptedResponse, req: &ChatRequest) -> ModelResponse {
     let tool_calls = if req.tool_choice_none {
         Vec::new()
     } else {
@@ -483,7 +483,7 @@ impl ChatModel for Recorder {
     }
 }
 
-fn from_response(r: &ModelResponse) -> ScriptedResponse {
+pub fn from_response(r: &ModelResponse) -> ScriptedResponse {
     ScriptedResponse {
         text: r.text.clone(),
         tool_calls: r
@@ -523,6 +523,12 @@ fn from_response(r: &ModelResponse) -> ScriptedResponse {
 type Turns = Vec<(usize, ScriptedResponse)>;
 
 impl RecordLog {
+    /// Keeps a response that was not asked of a model (a `--state` ledger's, replayed).
+    pub fn push(&self, agent: AgentId, turn: usize, response: ScriptedResponse) {
+        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        g.push((agent, turn, response));
+    }
+
     /// Keeps a tool's result under its key (`CALL_ID`, or `TASK_ID/CALL_ID`).
     pub fn record_tool(&self, key: String, result: RecordedTool) {
         let mut g = self.tool_results.lock().unwrap_or_else(|p| p.into_inner());
