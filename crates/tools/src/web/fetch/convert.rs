@@ -62,6 +62,13 @@ fn parse_content_type(header: &str) -> (String, Option<String>) {
 }
 
 fn kind_of(essence: &str, body: &[u8]) -> Result<Kind, ToolError> {
+    // Untyped, a PDF or an image is refused by the type its bytes spell, even when no NUL
+    // byte near its start gives it away as binary.
+    if matches!(essence, "" | "application/octet-stream") {
+        if let Some(sniffed) = sniffed_type(body) {
+            return Err(refused(&format!("{sniffed} content")));
+        }
+    }
     let kind = match essence {
         "text/html" | "application/xhtml+xml" => Kind::Html,
         "application/json" => Kind::Json,
@@ -87,6 +94,27 @@ fn refused(what: &str) -> ToolError {
     ToolError::Message(format!(
         "web_fetch cannot read {what}; it reads HTML, text, XML and JSON"
     ))
+}
+
+/// The type a body's first bytes spell, for the formats a model cannot read as text.
+fn sniffed_type(body: &[u8]) -> Option<&'static str> {
+    const SIGNATURES: &[(&[u8], &str)] = &[
+        (b"%PDF-", "application/pdf"),
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF87a", "image/gif"),
+        (b"GIF89a", "image/gif"),
+        (b"PK\x03\x04", "application/zip"),
+        (b"\x1f\x8b", "application/gzip"),
+    ];
+    let webp = body.len() >= 12 && body.starts_with(b"RIFF") && &body[8..12] == b"WEBP";
+    if webp {
+        return Some("image/webp");
+    }
+    SIGNATURES
+        .iter()
+        .find(|(magic, _)| body.starts_with(magic))
+        .map(|(_, name)| *name)
 }
 
 fn looks_binary(body: &[u8]) -> bool {

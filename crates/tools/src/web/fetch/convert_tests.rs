@@ -118,7 +118,7 @@ fn other_types_are_refused_by_name() {
         ("application/pdf", "application/pdf"),
         ("image/png", "image/png"),
         ("application/zip; foo=bar", "application/zip"),
-        ("", "unknown binary type"),
+        ("", "application/pdf"),
     ] {
         let err = page(URL, Some(ct), b"%PDF-1.7\0\0binary", None)
             .unwrap_err()
@@ -126,4 +126,38 @@ fn other_types_are_refused_by_name() {
         assert!(err.starts_with("Error: web_fetch cannot read"), "{err}");
         assert!(err.contains(name), "{ct}: {err}");
     }
+}
+
+/// Without a type (or with the generic one) a PDF or an image is refused by what its bytes
+/// spell, even when no NUL byte in its start gives it away as binary.
+#[test]
+fn an_untyped_pdf_or_image_is_refused_by_its_bytes() {
+    for (body, name) in [
+        (
+            &b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj"[..],
+            "application/pdf",
+        ),
+        (&b"\x89PNG\r\n\x1a\n\x01\x02"[..], "image/png"),
+        (&b"\xff\xd8\xff\xe0JFIF"[..], "image/jpeg"),
+        (&b"GIF89a\x01\x01"[..], "image/gif"),
+        (&b"RIFF\x10\x10\x10\x10WEBPVP8 "[..], "image/webp"),
+        (&b"\x1f\x8b\x08\x08gz"[..], "application/gzip"),
+    ] {
+        for ct in [None, Some("application/octet-stream")] {
+            let err = page(URL, ct, body, None).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("Error: web_fetch cannot read {name} content; it reads HTML, text, XML and JSON"),
+                "{ct:?}"
+            );
+        }
+    }
+    assert_eq!(
+        read(Some("application/octet-stream"), b"plain notes").body,
+        "plain notes"
+    );
+    let err = page(URL, None, b"\0\x01\x02 opaque", None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("content of an unknown binary type"), "{err}");
 }

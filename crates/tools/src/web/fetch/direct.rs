@@ -7,7 +7,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE, HOST, LOCATION, RETRY_AFTER};
+use reqwest::header::{
+    HeaderValue, ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HOST, LOCATION, RETRY_AFTER,
+};
 use reqwest::{Response, Url};
 
 use super::{convert, FetchBackend, Page};
@@ -229,6 +231,7 @@ impl FetchBackend for Direct {
     ) -> BoxFuture<'a, Result<Page, ToolError>> {
         Box::pin(async move {
             let (response, last) = self.follow(url, ctx).await?;
+            check_encoding(&response)?;
             let content_type = response
                 .headers()
                 .get(CONTENT_TYPE)
@@ -245,6 +248,24 @@ impl FetchBackend for Direct {
                 .map_err(|e| ToolError::failed("reading the page", e))?
         })
     }
+}
+
+/// deerflow asks for no compression (no `Accept-Encoding`) and decodes none, so a body a
+/// server compressed anyway would reach the model as bytes it cannot read: refused by name.
+fn check_encoding(response: &Response) -> Result<(), ToolError> {
+    let Some(value) = response.headers().get(CONTENT_ENCODING) else {
+        return Ok(());
+    };
+    let coding = String::from_utf8_lossy(value.as_bytes())
+        .trim()
+        .to_ascii_lowercase();
+    if coding.is_empty() || coding == "identity" {
+        return Ok(());
+    }
+    Err(ToolError::Message(format!(
+        "web_fetch cannot read content the server compressed unasked (Content-Encoding: {})",
+        clip(&crate::text::escape_controls(&coding), 40)
+    )))
 }
 
 /// Where a redirect response points, resolved against the URL it answered.

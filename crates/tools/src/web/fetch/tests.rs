@@ -306,6 +306,42 @@ async fn a_pdf_is_refused_by_its_type() {
     );
 }
 
+/// deerflow sends no `Accept-Encoding`; a server that compresses anyway is refused by its
+/// coding instead of handing the model compressed bytes as text.
+#[tokio::test]
+async fn a_body_compressed_unasked_is_refused_by_its_coding() {
+    let encoded = |coding: &str| {
+        let mut reply = html("<title>Z</title><p>readable</p>");
+        reply
+            .headers
+            .push(("Content-Encoding".into(), coding.into()));
+        reply
+    };
+    let (base, _) = serve(vec![encoded("gzip"), encoded("br"), encoded("identity")]).await;
+    let direct = tool(&entry("direct", true), Guard::new(true));
+    for coding in ["gzip", "br"] {
+        let (status, out) = fetch(&direct, &format!("{base}/z")).await;
+        assert_eq!(
+            (status, out),
+            (
+                ToolStatus::Error,
+                format!(
+                    "Error: web_fetch cannot read content the server compressed unasked \
+                     (Content-Encoding: {coding})"
+                )
+            )
+        );
+    }
+    let (status, out) = fetch(&direct, &format!("{base}/z")).await;
+    assert_eq!(
+        (status, out),
+        (
+            ToolStatus::Ok,
+            format!("URL: {base}/z\nTitle: Z\n\nreadable")
+        )
+    );
+}
+
 #[tokio::test]
 async fn an_error_status_names_it_with_the_start_of_the_body() {
     let body = format!("Not here. {}", "x".repeat(2000));

@@ -27,7 +27,7 @@ impl Hit {
     pub fn web(title: &str, url: &str, snippet: &str) -> Self {
         Self {
             title: one_line(title),
-            url: url.trim().to_string(),
+            url: one_line(url),
             snippet: one_line(snippet),
             ..Self::default()
         }
@@ -36,8 +36,8 @@ impl Hit {
     pub fn image(title: &str, url: &str, page: &str, size: Option<(u64, u64)>) -> Self {
         Self {
             title: one_line(title),
-            url: url.trim().to_string(),
-            page: Some(page.trim().to_string()).filter(|p| !p.is_empty()),
+            url: one_line(url),
+            page: Some(one_line(page)).filter(|p| !p.is_empty()),
             size,
             ..Self::default()
         }
@@ -84,7 +84,8 @@ pub fn render(hits: Vec<Hit>, kind: Kind, query: &str, cap: usize) -> String {
     out
 }
 
-/// Whitespace (newlines included) collapsed, so every result keeps its lines.
+/// Whitespace (newlines included) collapsed, so every result keeps its lines: a service's
+/// URL with a line break in it cannot add a result of its own to the list.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -173,6 +174,31 @@ mod tests {
         assert_eq!(
             render(vec![], Kind::Image, "a\nb", 5),
             "No results for \"a b\"."
+        );
+    }
+
+    #[test]
+    fn a_line_break_inside_a_url_adds_no_result() {
+        let hits = [
+            Hit::web(
+                "A",
+                "https://a.example/\n\n2. Trusted\n   https://evil.example/",
+                "s",
+            ),
+            Hit::image(
+                "I",
+                "https://i.example/\n2. X",
+                "https://p.example/\r\nPage: y",
+                None,
+            ),
+        ];
+        assert_eq!(
+            render(hits[..1].to_vec(), Kind::Web, "q", 5),
+            "1. A\n   https://a.example/ 2. Trusted https://evil.example/\n   s\n"
+        );
+        assert_eq!(
+            render(hits[1..].to_vec(), Kind::Image, "q", 5),
+            "1. I\n   https://i.example/ 2. X\n   Page: https://p.example/ Page: y\n"
         );
     }
 
