@@ -264,7 +264,7 @@ fn check_encoding(response: &Response) -> Result<(), ToolError> {
     }
     Err(ToolError::Message(format!(
         "web_fetch cannot read content the server compressed unasked (Content-Encoding: {})",
-        clip(&crate::text::escape_controls(&coding), 40)
+        clip(&deerflow_base::text::escape_controls(&coding), 40)
     )))
 }
 
