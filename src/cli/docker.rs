@@ -81,9 +81,9 @@ mod tests {
     fn a_build_without_docker_says_so_as_a_configuration_error() {
         let s = crate::config::SandboxConfig::default();
         let dir = std::path::Path::new("/");
-        let err = super::sandbox(&s, dir, dir)
-            .err()
-            .expect("no docker sandbox");
+        let Err(err) = super::sandbox(&s, dir, dir) else {
+            panic!("a build without docker has no docker sandbox");
+        };
         assert!(
             err.to_string().contains("built without the docker sandbox"),
             "{err}"
