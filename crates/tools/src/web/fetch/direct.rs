@@ -27,8 +27,6 @@ pub const MAX_REDIRECTS: usize = 5;
 pub const MAX_BODY: usize = 10 << 20;
 pub const CUT_MARKER: &str =
     "... [deerflow: the page is larger than 10 MiB; only its first 10 MiB were read] ...";
-/// Retries of a 429 or 5xx, as a model's `max_retries` defaults to.
-const MAX_RETRIES: u32 = 3;
 /// What of an error page the model reads.
 const ERROR_BODY_CHARS: usize = 500;
 const ACCEPTED: &str =
@@ -66,7 +64,7 @@ impl Direct {
             guard,
             timeout: entry.timeout,
             proxy,
-            retry: RetryPolicy::new(MAX_RETRIES),
+            retry: RetryPolicy::new(crate::web::MAX_RETRIES),
         }
     }
 

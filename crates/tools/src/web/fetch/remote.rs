@@ -18,8 +18,6 @@ use deerflow_model::{BoxFuture, CallContext, ModelError};
 
 /// The most of a service's answer read (a page of Markdown in JSON).
 const MAX_ANSWER: usize = 16 << 20;
-/// Retries of a 429 or 5xx, as a model's `max_retries` defaults to.
-const MAX_RETRIES: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Service {
@@ -122,7 +120,7 @@ impl Remote {
         let http = HttpService::with_headers(
             row.name,
             timeouts,
-            MAX_RETRIES,
+            crate::web::MAX_RETRIES,
             key_headers(&row.key_header, key.as_deref()),
         );
         Self {
@@ -161,7 +159,7 @@ impl Remote {
 
     async fn call(&self, url: &Url, ctx: &CallContext) -> Result<Vec<u8>, ModelError> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
-        http.retrying(ctx, || {
+        crate::web::retrying(http, ctx, || {
             http.bounded(self.key.as_deref(), async {
                 let request = self
                     .request(http, url)

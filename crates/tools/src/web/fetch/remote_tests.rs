@@ -212,3 +212,30 @@ async fn a_malformed_or_failed_answer_is_a_tool_error_naming_the_backend() {
         assert!(out.starts_with(expected), "{out}");
     }
 }
+
+/// Only 429 and 5xx are asked again (§14): a 408 or 409, which model calls retry, is the
+/// request's fault and ends the call at once.
+#[tokio::test]
+async fn a_remote_backend_retries_5xx_but_not_other_4xx() {
+    let jina = "deerflow.community.jina_ai.tools:web_fetch_tool";
+    let page = "Title: T\n\nURL Source: https://example.com/\n\nMarkdown Content:\nBody.\n";
+    let (base, seen) = serve(vec![
+        Reply::json(503, r#"{"error":"busy"}"#),
+        typed("text/plain", page),
+    ])
+    .await;
+    let (status, out) = fetch(&remote_tool(jina, &base, None), "https://example.com/").await;
+    assert_eq!(status, ToolStatus::Ok, "{out}");
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    for code in [408, 409] {
+        let (base, seen) = serve(vec![
+            Reply::json(code, r#"{"error":"no"}"#),
+            typed("text/plain", page),
+        ])
+        .await;
+        let (status, out) = fetch(&remote_tool(jina, &base, None), "https://example.com/").await;
+        assert_eq!(status, ToolStatus::Error, "{code}: {out}");
+        assert!(out.contains(&format!("HTTP {code}")), "{out}");
+        assert_eq!(seen.lock().unwrap().len(), 1, "{code} was asked again");
+    }
+}

@@ -90,22 +90,9 @@ impl Client<'_> {
     /// body of the successful answer.
     pub async fn send(&self, request: Request) -> Result<Vec<u8>, ToolError> {
         let request = self.prepare(request)?;
-        let result = self
-            .service
-            .retrying(&self.ctx, || async {
-                match self.attempt(&request).await {
-                    // Other 4xx (408, 409 included) are the request's fault: asking again
-                    // the same way cannot help (contract §14), so they leave the loop as a
-                    // result.
-                    Err(e) if e.is_retryable() && !retried_for_search(&e) => Ok(Err(e)),
-                    other => other.map(Ok),
-                }
-            })
-            .await;
-        match result {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(e)) | Err(e) => Err(self.failure(e)),
-        }
+        crate::web::retrying(self.service, &self.ctx, || self.attempt(&request))
+            .await
+            .map_err(|e| self.failure(e))
     }
 
     /// A successful answer that could not be read.
@@ -198,15 +185,6 @@ impl Client<'_> {
     }
 }
 
-/// Which failures a search request is sent again after: 429 and 5xx answers, and requests
-/// that got no answer at all.
-fn retried_for_search(err: &ModelError) -> bool {
-    match err {
-        ModelError::Http { status, .. } => *status == 429 || *status >= 500,
-        _ => true,
-    }
-}
-
 /// `a=1&b=x+y`: an HTML form's encoding.
 fn form_encode(fields: &[(&'static str, String)]) -> String {
     // The URL parser's own serializer, through a throwaway URL: no second encoder to trust.
@@ -224,24 +202,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_429_and_5xx_are_asked_again() {
-        let http = |status| ModelError::Http {
-            provider: "tavily".into(),
-            status,
-            message: String::new(),
-            retry_after: None,
-        };
-        for (status, again) in [
-            (429, true),
-            (500, true),
-            (503, true),
-            (400, false),
-            (401, false),
-            (408, false),
-            (409, false),
-        ] {
-            assert_eq!(retried_for_search(&http(status)), again, "{status}");
-        }
+    fn a_form_is_encoded_as_html_forms_are() {
         assert_eq!(form_encode(&[("q", "a b&c".into())]), "q=a+b%26c");
     }
 }

@@ -16,9 +16,6 @@ use crate::{Concurrency, Tool, ToolContext, ToolError, ToolOutput};
 use deerflow_model::http::{HttpService, Timeouts};
 use deerflow_model::{BoxFuture, CallContext, ToolCall, ToolSpec};
 
-/// Retries after the first attempt, as for a model (contract §2's default `max_retries`).
-const MAX_RETRIES: u32 = 3;
-
 /// `web_search`'s and `image_search`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SearchArgs {
@@ -76,7 +73,8 @@ impl SearchTool {
                 request: t,
                 idle: t,
             };
-            HttpService::new(self.row.name, timeouts, MAX_RETRIES).map_err(|e| e.to_string())
+            HttpService::new(self.row.name, timeouts, crate::web::MAX_RETRIES)
+                .map_err(|e| e.to_string())
         });
         built
             .as_ref()
