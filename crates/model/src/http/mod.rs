@@ -49,6 +49,21 @@ pub fn parse_json_answer<A: Assembler>(
     A::from_json(&value)
 }
 
+/// Parses one SSE event's JSON data; `what` names it in the error (`a stream chunk`, …),
+/// which quotes the start of the bad data.
+pub fn event_json<T: serde::de::DeserializeOwned>(
+    data: &str,
+    provider: &str,
+    what: &str,
+) -> Result<T, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        stream_error(
+            provider,
+            format!("malformed JSON in {what} ({e}): {}", clip(data, 200)),
+        )
+    })
+}
+
 /// Reads an SSE byte stream into a response. Generic over the byte stream so tests can
 /// feed fixture bytes split at arbitrary points.
 pub async fn assemble<A, S, B, E>(

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::count;
 use crate::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::http::{json_bytes, Assembler, SLOT_BYTES};
+use crate::http::{self, json_bytes, Assembler, SLOT_BYTES};
 use crate::sse::Flow;
 use crate::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -64,16 +64,8 @@ impl Assembler for AnthropicAssembler {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            stream_error(
-                PROVIDER,
-                format!(
-                    "malformed JSON in a `{}` event ({e}): {}",
-                    event.event,
-                    excerpt(data)
-                ),
-            )
-        })?;
+        let what = format!("a `{}` event", event.event);
+        let value: Value = http::event_json(data, PROVIDER, &what)?;
         // The `event:` line names the event; the data's `type` says the same and covers
         // servers that leave the line out.
         let kind = match event.event.as_str() {

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::{PART_BLOCK, PROVIDER};
 use crate::count;
 use crate::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::http::{json_bytes, Assembler, SLOT_BYTES};
+use crate::http::{self, json_bytes, Assembler, SLOT_BYTES};
 use crate::sse::Flow;
 use crate::{ModelError, ModelResponse, Reasoning, ToolArgs, ToolCall, Usage};
 
@@ -136,15 +136,7 @@ impl Assembler for GeminiAssembler {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            stream_error(
-                PROVIDER,
-                format!(
-                    "malformed JSON in a stream chunk ({e}): {}",
-                    clip(data, 200)
-                ),
-            )
-        })?;
+        let value: Value = http::event_json(data, PROVIDER, "a stream chunk")?;
         self.take(&value)?;
         Ok(Flow::Continue)
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::PROVIDER;
 use crate::count;
 use crate::error_text::{clip, dropped, json_error_message, stream_error};
-use crate::http::{json_bytes, Assembler, SLOT_BYTES};
+use crate::http::{self, json_bytes, Assembler, SLOT_BYTES};
 use crate::sse::Flow;
 use crate::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
@@ -114,12 +114,7 @@ impl Assembler for OpenAiAssembler {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            stream_error(
-                PROVIDER,
-                format!("malformed JSON in a stream chunk ({e}): {}", excerpt(data)),
-            )
-        })?;
+        let chunk: Chunk = http::event_json(data, PROVIDER, "a stream chunk")?;
         self.take_chunk(chunk)?;
         Ok(Flow::Continue)
     }

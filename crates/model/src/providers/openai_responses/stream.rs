@@ -16,7 +16,7 @@ use super::request::{MESSAGE_ITEM, REASONING_ITEM};
 use super::PROVIDER;
 use crate::count;
 use crate::error_text::{clip, dropped, stream_error};
-use crate::http::{json_bytes, Assembler, SLOT_BYTES};
+use crate::http::{self, json_bytes, Assembler, SLOT_BYTES};
 use crate::sse::Flow;
 use crate::{ModelError, ModelResponse, Reasoning, ToolCall, Usage};
 
@@ -84,15 +84,7 @@ impl Assembler for ResponsesAssembler {
         if data.is_empty() || data == "[DONE]" {
             return Ok(Flow::Continue);
         }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            stream_error(
-                PROVIDER,
-                format!(
-                    "malformed JSON in a stream event ({e}): {}",
-                    clip(data, 200)
-                ),
-            )
-        })?;
+        let value: Value = http::event_json(data, PROVIDER, "a stream event")?;
         // The `type` field names the event; the SSE event name says the same.
         let kind = value["type"].as_str().unwrap_or(event.event.as_str());
         self.take(kind, &value)
