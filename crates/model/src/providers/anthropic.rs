@@ -4,18 +4,6 @@ use super::http_model::{Auth, HttpModel, Wire};
 use crate::http;
 use crate::{ChatRequest, HttpSettings};
 
-/// A recorded provider stream from tests/fixtures (see their README).
-#[cfg(test)]
-macro_rules! capture {
-    ($name:literal) => {
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/providers/",
-            $name
-        ))
-    };
-}
-
 mod limits;
 mod request;
 mod stream;

@@ -3,6 +3,19 @@
 //! each protocol's [`http_model::Wire`]: a request body, a stream assembler, an endpoint
 //! and how the key is sent; the transport is `model::http`, the SSE framing `model::sse`.
 
+/// A recorded provider stream from tests/fixtures (see their README); defined before the
+/// provider modules so each of them can use it.
+#[cfg(test)]
+macro_rules! capture {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/providers/",
+            $name
+        ))
+    };
+}
+
 pub mod anthropic;
 pub mod gemini;
 pub mod http_model;

@@ -17,18 +17,6 @@ macro_rules! fixture {
     };
 }
 
-/// A recorded provider stream from tests/fixtures (see their README).
-#[cfg(test)]
-macro_rules! capture {
-    ($name:literal) => {
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/fixtures/providers/",
-            $name
-        ))
-    };
-}
-
 mod request;
 mod stream;
 pub mod strict;

@@ -11,11 +11,11 @@ use crate::{
     StopKind, ToolCall, ToolSpec, Usage,
 };
 
-const SIGNED: &str = capture!("stream_function_call_thought_signature.sse");
-const PARALLEL: &str = capture!("stream_parallel_function_calls.sse");
-const MAX_TOKENS: &str = capture!("stream_max_tokens.sse");
-const CACHED: &str = capture!("generate_content_function_call_cached.json");
-const LIMITED: &str = capture!("error_429_resource_exhausted.json");
+const SIGNED: &str = capture!("gemini/stream_function_call_thought_signature.sse");
+const PARALLEL: &str = capture!("gemini/stream_parallel_function_calls.sse");
+const MAX_TOKENS: &str = capture!("gemini/stream_max_tokens.sse");
+const CACHED: &str = capture!("gemini/generate_content_function_call_cached.json");
+const LIMITED: &str = capture!("gemini/error_429_resource_exhausted.json");
 
 fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
     ChatRequest {
