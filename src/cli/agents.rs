@@ -6,24 +6,18 @@ use serde_json::{json, Value};
 
 use super::args::ConfigOverrides;
 use super::docs::print;
-use super::{config_error, load_warnings, warning};
+use super::warning;
 use crate::config;
-use crate::subagent::registry::{effective_types, subagent_tools, RegistryInputs};
+use crate::subagent::registry::{effective_types, subagent_tools_seeing, RegistryInputs};
 use crate::subagent::SubagentType;
 use crate::tools::registry::ToolRegistry;
 use crate::workspace::sandbox::SandboxKind;
 
 pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json: bool) -> i32 {
-    let mut loaded = match config::load(&overrides.load_options(config_path)) {
+    let (loaded, web) = match super::web::load_listed(&overrides.load_options(config_path)) {
         Ok(l) => l,
-        Err(e) => return config_error(&e),
+        Err(code) => return code,
     };
-    let web = match super::web::web_tools(&mut loaded, false) {
-        Ok(w) => w,
-        Err(e) => return config_error(&e),
-    };
-    load_warnings(&loaded);
-    super::web::warn_unavailable(&web);
     let cfg = &loaded.config;
     // `inherit` is shown as the model a run would use by default, if one is known.
     let lead = config::model_choice(None, cfg).unwrap_or_else(|_| "inherit".into());
@@ -53,25 +47,35 @@ pub fn agents(config_path: Option<PathBuf>, overrides: ConfigOverrides, as_json:
     };
     let sandbox = &sandbox;
     if as_json {
-        let list: Vec<Value> = types.iter().map(|t| to_json(t, &tools, sandbox)).collect();
+        let list: Vec<Value> = types
+            .iter()
+            .map(|t| to_json(t, &tools, &loaded, sandbox))
+            .collect();
         return print(&serde_json::to_string_pretty(&list).unwrap_or_default());
     }
-    print(&table(&types, &tools, sandbox))
+    print(&table(&types, &tools, &loaded, sandbox))
 }
 
-/// The tools a sub-agent of this type really gets, by the rule a run applies.
-fn effective_tools(t: &SubagentType, tools: &ToolRegistry) -> Vec<String> {
-    subagent_tools(t, tools)
+/// The tools a sub-agent of this type really gets, by the rule a run applies: with
+/// `view_image` when its model takes images (§14).
+fn effective_tools(
+    t: &SubagentType,
+    tools: &ToolRegistry,
+    cfg: &config::LoadedConfig,
+) -> Vec<String> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| cfg.base_dir.clone());
+    let vision = config::resolve_model(cfg, &t.model, &cwd).is_ok_and(|r| r.supports_vision);
+    subagent_tools_seeing(t, tools, vision)
         .iter()
         .map(|tool| tool.name().to_string())
         .collect()
 }
 
-fn tools_text(t: &SubagentType, tools: &ToolRegistry) -> String {
+fn tools_text(t: &SubagentType, tools: &ToolRegistry, cfg: &config::LoadedConfig) -> String {
     if t.tools.is_none() && t.disallowed_tools.is_empty() {
         return "all".into();
     }
-    effective_tools(t, tools).join(",")
+    effective_tools(t, tools, cfg).join(",")
 }
 
 /// The sandbox every agent of a run would use.
@@ -90,12 +94,17 @@ impl Sandbox<'_> {
     }
 }
 
-fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &Sandbox) -> Value {
+fn to_json(
+    t: &SubagentType,
+    tools: &ToolRegistry,
+    cfg: &config::LoadedConfig,
+    sandbox: &Sandbox,
+) -> Value {
     json!({
         "name": t.name,
         "source": t.source,
         "description": t.description,
-        "tools": effective_tools(t, tools),
+        "tools": effective_tools(t, tools, cfg),
         "disallowed_tools": t.disallowed_tools,
         "model": t.model,
         "max_turns": t.max_turns,
@@ -105,7 +114,12 @@ fn to_json(t: &SubagentType, tools: &ToolRegistry, sandbox: &Sandbox) -> Value {
     })
 }
 
-fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &Sandbox) -> String {
+fn table(
+    types: &[SubagentType],
+    tools: &ToolRegistry,
+    cfg: &config::LoadedConfig,
+    sandbox: &Sandbox,
+) -> String {
     let rows: Vec<[String; 8]> = types
         .iter()
         .map(|t| {
@@ -115,7 +129,7 @@ fn table(types: &[SubagentType], tools: &ToolRegistry, sandbox: &Sandbox) -> Str
                 t.model.clone(),
                 t.max_turns.to_string(),
                 crate::text::secs(t.timeout_seconds),
-                tools_text(t, tools),
+                tools_text(t, tools, cfg),
                 t.skills
                     .as_ref()
                     .map(|s| {

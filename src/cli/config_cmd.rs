@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::args::ConfigAction;
 use super::docs::print;
-use super::{config_error, load_warnings, tool_name_warnings};
+use super::tool_name_warnings;
 use crate::config;
 use crate::outcome::{EXIT_CONFIG, EXIT_OK};
 
@@ -16,17 +16,11 @@ pub fn config(config_path: Option<PathBuf>, action: ConfigAction) -> i32 {
     if let ConfigAction::Check { json, .. } = action {
         return check(&opts, json);
     }
-    let mut loaded = match config::load(&opts) {
-        Ok(l) => l,
-        Err(e) => return config_error(&e),
-    };
     // The tool entries are judged as a run would (§14), so the notes are the same.
-    let web = match super::web::web_tools(&mut loaded, false) {
-        Ok(w) => w,
-        Err(e) => return config_error(&e),
+    let (loaded, _web) = match super::web::load_listed(&opts) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
-    load_warnings(&loaded);
-    super::web::warn_unavailable(&web);
     match action {
         ConfigAction::Check { .. } => EXIT_OK,
         ConfigAction::Show { json: true, .. } => {

@@ -33,6 +33,16 @@ pub fn web_tools(loaded: &mut LoadedConfig, web_flag: bool) -> Result<WebTools, 
     Ok(web)
 }
 
+/// The config as `agents` and `config show` read it: loaded, its web entries judged as a
+/// run would, and every note printed; a problem is the configuration error's exit code.
+pub fn load_listed(opts: &config::LoadOptions) -> Result<(LoadedConfig, WebTools), i32> {
+    let mut loaded = config::load(opts).map_err(|e| super::config_error(&e))?;
+    let web = web_tools(&mut loaded, false).map_err(|e| super::config_error(&e))?;
+    super::load_warnings(&loaded);
+    warn_unavailable(&web);
+    Ok((loaded, web))
+}
+
 /// The run's tool registry and the `tool_unavailable` warnings (tool, message).
 pub struct RunTools {
     pub registry: ToolRegistry,

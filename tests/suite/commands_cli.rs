@@ -440,3 +440,53 @@ async fn bash_completion_offers_providers_and_models_for_dash_m() {
     let some = complete(&format!("{bin} run --model an"), 3);
     assert_eq!(some.lines().next(), Some("anthropic:"), "{some}");
 }
+
+/// A type whose model takes images gets `view_image` in a run (§14), so `agents` lists it
+/// there, and not for a type on a blind model or one that denies it.
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_list_view_image_for_a_type_whose_model_sees() {
+    let ws = workspace();
+    let cfg = write(
+        ws.path(),
+        "conf.yaml",
+        "models:
+  - name: eyes
+    use: langchain_openai:ChatOpenAI
+    model: gpt-4o
+    api_key: sk-test
+    supports_vision: true
+  - name: blind
+    use: langchain_openai:ChatOpenAI
+    model: gpt-4o-mini
+    api_key: sk-test
+subagents:
+  custom_agents:
+    looker:
+      description: Looks at pictures
+      system_prompt: Look.
+      model: eyes
+    reader:
+      description: Reads
+      system_prompt: Read.
+      model: blind
+    squinter:
+      description: Sees but may not look
+      system_prompt: Do not look.
+      model: eyes
+      disallowed_tools: [view_image]
+",
+    );
+    let list = agents_json(&cfg).await;
+    let tools = |name: &str| -> Vec<String> {
+        by_name(&list, name)["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(tools("looker").contains(&"view_image".to_string()), "{list:#?}");
+    assert!(tools("looker").contains(&"read_file".to_string()), "{list:#?}");
+    assert!(!tools("reader").contains(&"view_image".to_string()), "{list:#?}");
+    assert!(!tools("squinter").contains(&"view_image".to_string()), "{list:#?}");
+}
