@@ -12,7 +12,6 @@ use super::each_args::EachInputs;
 use super::error::{self, usage};
 use super::tool_name_warnings;
 use crate::agent::compaction::{RunContext, Size, Summarization};
-use crate::agent::guards::LoopLimits;
 use crate::agent::tool_results::ToolResultStore;
 use crate::agent::ContextPolicy;
 use crate::config::{self, ConfigError, LoadedConfig};
@@ -165,7 +164,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         }),
         tools: Arc::new(tools.registry),
         unavailable_tools: tools.unavailable,
-        loop_limits: loop_limits(cfg),
+        loop_limits: cfg.loop_detection.clone(),
         stops: StopRules::from_config(&cfg.safety_finish_reason),
         max_turns: args.max_turns,
         max_concurrent: args.max_concurrent.unwrap_or(cfg.subagents.max_concurrent),
@@ -561,17 +560,6 @@ fn sandbox_limits(
     }
 }
 
-fn loop_limits(cfg: &config::Config) -> LoopLimits {
-    let l = &cfg.loop_detection;
-    LoopLimits {
-        enabled: l.enabled,
-        warn_threshold: l.warn_threshold,
-        hard_limit: l.hard_limit,
-        window_size: l.window_size,
-        tool_freq_warn: l.tool_freq_warn,
-        tool_freq_hard_limit: l.tool_freq_hard_limit,
-    }
-}
 
 /// Resolves and builds each model once, by the name the user gave it.
 struct ModelBuilder<'a> {

@@ -9,28 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use deerflow_model::ToolCall;
 use deerflow_tools::{loop_key, Toolset};
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoopLimits {
-    pub enabled: bool,
-    pub warn_threshold: u32,
-    pub hard_limit: u32,
-    pub window_size: u32,
-    pub tool_freq_warn: u32,
-    pub tool_freq_hard_limit: u32,
-}
-
-impl Default for LoopLimits {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            warn_threshold: 3,
-            hard_limit: 5,
-            window_size: 20,
-            tool_freq_warn: 30,
-            tool_freq_hard_limit: 50,
-        }
-    }
-}
+/// The loop detector's limits are the config's `loop_detection` section as it is (its
+/// defaults are DeerFlow's), so there is one list of them.
+pub use deerflow_config::LoopDetectionConfig as LoopLimits;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoopVerdict {
