@@ -560,7 +560,6 @@ fn sandbox_limits(
     }
 }
 
-
 /// Resolves and builds each model once, by the name the user gave it.
 struct ModelBuilder<'a> {
     loaded: &'a LoadedConfig,

@@ -485,8 +485,20 @@ subagents:
             .map(|t| t.as_str().unwrap().to_string())
             .collect()
     };
-    assert!(tools("looker").contains(&"view_image".to_string()), "{list:#?}");
-    assert!(tools("looker").contains(&"read_file".to_string()), "{list:#?}");
-    assert!(!tools("reader").contains(&"view_image".to_string()), "{list:#?}");
-    assert!(!tools("squinter").contains(&"view_image".to_string()), "{list:#?}");
+    assert!(
+        tools("looker").contains(&"view_image".to_string()),
+        "{list:#?}"
+    );
+    assert!(
+        tools("looker").contains(&"read_file".to_string()),
+        "{list:#?}"
+    );
+    assert!(
+        !tools("reader").contains(&"view_image".to_string()),
+        "{list:#?}"
+    );
+    assert!(
+        !tools("squinter").contains(&"view_image".to_string()),
+        "{list:#?}"
+    );
 }

@@ -48,16 +48,10 @@ impl SearchBackend for BraveWeb {
 
     fn parse(&self, body: &[u8]) -> Result<Vec<Hit>, String> {
         let answer = json::object(body)?;
-        Ok(json::list(&answer, &["web", "results"])?
-            .iter()
-            .map(|r| {
-                Hit::web(
-                    json::text(r, "title"),
-                    json::text(r, "url"),
-                    json::text(r, "description"),
-                )
-            })
-            .collect())
+        Ok(json::web_hits(
+            json::list(&answer, &["web", "results"])?,
+            ["title", "url", "description"],
+        ))
     }
 }
 

@@ -40,15 +40,6 @@ impl SearchBackend for Firecrawl {
             Some(Value::Object(_)) => json::list(&answer, &["data", "web"])?,
             _ => json::list(&answer, &["data"])?,
         };
-        Ok(results
-            .iter()
-            .map(|r| {
-                Hit::web(
-                    json::text(r, "title"),
-                    json::text(r, "url"),
-                    json::text(r, "description"),
-                )
-            })
-            .collect())
+        Ok(json::web_hits(results, ["title", "url", "description"]))
     }
 }

@@ -124,6 +124,15 @@ pub mod json {
         item.get(key).and_then(Value::as_str).unwrap_or("")
     }
 
+    /// Web hits from a result list whose entries name the title, URL and snippet by the
+    /// keys `[title, url, snippet]`, the shape most services answer in.
+    pub fn web_hits(results: &[Value], [title, url, snippet]: [&str; 3]) -> Vec<Hit> {
+        results
+            .iter()
+            .map(|r| Hit::web(text(r, title), text(r, url), text(r, snippet)))
+            .collect()
+    }
+
     /// A pixel count given as a number or a numeric string.
     pub fn pixels(item: &Value, key: &str) -> Option<u64> {
         match item.get(key)? {

@@ -37,16 +37,10 @@ impl SearchBackend for SerperWeb {
 
     fn parse(&self, body: &[u8]) -> Result<Vec<Hit>, String> {
         let answer = json::object(body)?;
-        Ok(json::list(&answer, &["organic"])?
-            .iter()
-            .map(|r| {
-                Hit::web(
-                    json::text(r, "title"),
-                    json::text(r, "link"),
-                    json::text(r, "snippet"),
-                )
-            })
-            .collect())
+        Ok(json::web_hits(
+            json::list(&answer, &["organic"])?,
+            ["title", "link", "snippet"],
+        ))
     }
 }
 

@@ -31,15 +31,9 @@ impl SearchBackend for Tavily {
 
     fn parse(&self, body: &[u8]) -> Result<Vec<Hit>, String> {
         let answer = json::object(body)?;
-        Ok(json::list(&answer, &["results"])?
-            .iter()
-            .map(|r| {
-                Hit::web(
-                    json::text(r, "title"),
-                    json::text(r, "url"),
-                    json::text(r, "content"),
-                )
-            })
-            .collect())
+        Ok(json::web_hits(
+            json::list(&answer, &["results"])?,
+            ["title", "url", "content"],
+        ))
     }
 }
