@@ -77,6 +77,22 @@ impl Capture {
     }
 }
 
+/// A finished command's output from its two captures.
+pub(super) fn exec_output(
+    end: super::ExecEnd,
+    stdout: &Capture,
+    stderr: &Capture,
+) -> super::ExecOutput {
+    let (out, out_cut) = stdout.text();
+    let (err, err_cut) = stderr.text();
+    super::ExecOutput {
+        end,
+        stdout: out,
+        stderr: err,
+        cut_chars: out_cut + err_cut,
+    }
+}
+
 impl HeadTail {
     fn push(&mut self, mut data: &[u8]) {
         let room = self.cap.saturating_sub(self.head.len());

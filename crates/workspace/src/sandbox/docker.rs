@@ -31,7 +31,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
 use self::owner::{Leash, Owner};
-use super::capture::Capture;
+use super::capture::{exec_output, Capture};
 use super::{ExecEnd, ExecFuture, ExecOutput, ExecRequest, Sandbox, SandboxFuture, SandboxKind};
 
 /// Where §13 puts things inside the container.
@@ -344,14 +344,7 @@ impl Shared {
             }
         };
         killer.armed = false;
-        let (out, out_cut) = stdout.text();
-        let (err, err_cut) = stderr.text();
-        Ok(ExecOutput {
-            end,
-            stdout: out,
-            stderr: err,
-            cut_chars: out_cut + err_cut,
-        })
+        Ok(exec_output(end, &stdout, &stderr))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use super::capture::Capture;
+use super::capture::{exec_output, Capture};
 use super::{ExecEnd, ExecOutput, ExecRequest};
 use crate::process::kill_group;
 
@@ -95,14 +95,7 @@ pub(super) async fn run(
     // Background children still running now are killed: nothing outlives the call.
     kill_group(pgid);
     readers.iter().for_each(JoinHandle::abort);
-    let (out, out_cut) = stdout.text();
-    let (err, err_cut) = stderr.text();
-    Ok(ExecOutput {
-        end,
-        stdout: out,
-        stderr: err,
-        cut_chars: out_cut + err_cut,
-    })
+    Ok(exec_output(end, &stdout, &stderr))
 }
 
 /// The exit code, or 128 + signal for a command killed by a signal (as shells report it).
