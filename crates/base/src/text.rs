@@ -96,6 +96,20 @@ pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(escaped)
 }
 
+/// An `http(s)` URL with a host and nothing a header or a request line cannot carry: what
+/// a configured base URL must be, so it fails at load rather than after `run_started`.
+pub fn is_http_url(url: &str) -> bool {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+                && !rest.is_empty()
+                && !rest.starts_with(['/', '?', '#'])
+                && !url.chars().any(|c| c.is_control() || c.is_whitespace())
+        }
+        None => false,
+    }
+}
+
 /// `s` with the `user:password@` of every URL in it replaced by `[redacted]@`, for config
 /// output and messages.
 pub fn without_url_credentials(s: &str) -> std::borrow::Cow<'_, str> {

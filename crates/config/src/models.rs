@@ -396,15 +396,7 @@ fn secs(v: f64) -> Duration {
 /// `run_started`, with retries (contract §12).
 fn check_base_url(url: &str, named: &str) -> Result<(), ConfigError> {
     let shown = deerflow_base::text::without_url_credentials(url);
-    let ok = match url.split_once("://") {
-        Some((scheme, rest)) => {
-            matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
-                && !rest.is_empty()
-                && !rest.starts_with(['/', '?', '#'])
-                && !url.chars().any(|c| c.is_control() || c.is_whitespace())
-        }
-        None => false,
-    };
+    let ok = deerflow_base::text::is_http_url(url);
     if ok {
         Ok(())
     } else {

@@ -241,7 +241,10 @@ fn resolve(e: &ToolEntry, at: &str, env: &Env) -> (WebEntry, Vec<String>) {
     entry.proxy = get(&e.proxy, "proxy");
     let token = get(&e.token, "token");
     for (key, url) in [("base_url", &entry.base_url), ("proxy", &entry.proxy)] {
-        if let Some(url) = url.as_deref().filter(|u| !is_http_url(u)) {
+        if let Some(url) = url
+            .as_deref()
+            .filter(|u| !deerflow_base::text::is_http_url(u))
+        {
             problems.push(format!(
                 "{at}.{key}: '{}' is not an http(s) URL",
                 deerflow_base::text::escape_controls(
@@ -279,19 +282,6 @@ fn resolve(e: &ToolEntry, at: &str, env: &Env) -> (WebEntry, Vec<String>) {
     entry.allow_private_addresses = e.allow_private_addresses.unwrap_or(false);
     entry.trust_env = e.trust_env.unwrap_or(false);
     (entry, problems)
-}
-
-/// An `http(s)` URL with a host and nothing a header or a request line cannot carry.
-fn is_http_url(url: &str) -> bool {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
-                && !rest.is_empty()
-                && !rest.starts_with(['/', '?', '#'])
-                && !url.chars().any(|c| c.is_control() || c.is_whitespace())
-        }
-        None => false,
-    }
 }
 
 /// The entries `--web` offers: `web_fetch` with the direct fetcher, `web_search` with the
