@@ -13,6 +13,7 @@ use super::error::{self, usage};
 use super::tool_name_warnings;
 use crate::agent::compaction::{RunContext, Size, Summarization};
 use crate::agent::tool_results::ToolResultStore;
+use crate::run::scratch::ScratchDir;
 use crate::agent::ContextPolicy;
 use crate::config::{self, ConfigError, LoadedConfig};
 use crate::events::{ModelInfo, SandboxInfo, WarningCode};
@@ -251,7 +252,7 @@ fn item_setup(
 fn context_policy(
     cfg: &config::Config,
     models: &mut ModelBuilder,
-) -> Result<(Arc<dyn ContextPolicy>, Option<tempfile::TempDir>)> {
+) -> Result<(Arc<dyn ContextPolicy>, Option<ScratchDir>)> {
     let s = &cfg.summarization;
     let summarization = if s.enabled {
         let model = match &s.model_name {
@@ -273,9 +274,7 @@ fn context_policy(
     };
     let t = &cfg.tool_output;
     let (store, dir) = if t.enabled {
-        let dir = tempfile::Builder::new()
-            .prefix("deerflow-tool-results-")
-            .tempdir()
+        let dir = ScratchDir::create_in(&std::env::temp_dir())
             .context("cannot create a directory for large tool results")?;
         let store = ToolResultStore {
             dir: dir.path().to_path_buf(),

@@ -4,6 +4,7 @@
 
 pub mod each;
 pub mod output_file;
+pub mod scratch;
 mod signals;
 mod spec;
 pub mod state;

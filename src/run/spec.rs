@@ -70,7 +70,7 @@ pub struct RunSpec {
     pub context: Arc<dyn ContextPolicy>,
     /// Where large tool results are stored (`/mnt/tool-results`); removed with the spec,
     /// at the end of the run.
-    pub tool_results: Option<tempfile::TempDir>,
+    pub tool_results: Option<super::scratch::ScratchDir>,
     /// Enabled MCP servers, started after `run_started` (contract §9).
     pub mcp: Vec<McpServer>,
     /// `--each`: the prompt is a template run once per item, with no lead (§15).
