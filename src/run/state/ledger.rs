@@ -83,6 +83,12 @@ pub struct ReadBack {
 
 /// Reads `path` (absent: a new ledger). `Err` names a corrupt line that is not the last.
 pub fn read(path: &Path) -> Result<ReadBack, String> {
+    read_keeping(path, true)
+}
+
+/// [`read`], the sub-agents' responses only checked, not kept, unless `task_responses`:
+/// a resume does not use them, and they are half the lines of an `--each` ledger.
+pub fn read_keeping(path: &Path, task_responses: bool) -> Result<ReadBack, String> {
     let mut back = ReadBack {
         header: None,
         entries: Vec::new(),
@@ -114,8 +120,9 @@ pub fn read(path: &Path) -> Result<ReadBack, String> {
         }
         number += 1;
         let whole = line.ends_with(b"\n");
-        match parse(&line, number == 1) {
+        match parse(&line, number == 1, task_responses) {
             Ok(Parsed::Header(h)) => back.header = Some(h),
+            Ok(Parsed::Skipped) => {}
             Ok(Parsed::Entry(e)) if whole => back.entries.push(e),
             Ok(Parsed::Entry(_)) => {}
             Err(why) => {
@@ -143,9 +150,14 @@ fn corrupt(path: &Path, line: usize, why: &str) -> String {
 enum Parsed {
     Header(Header),
     Entry(Entry),
+    /// A sub-agent's response, checked and left out.
+    Skipped,
 }
 
-fn parse(line: &[u8], first: bool) -> Result<Parsed, String> {
+/// How a sub-agent's response line starts (serde writes the tag first).
+const TASK_RESPONSE: &[u8] = br#"{"kind":"task_response","#;
+
+fn parse(line: &[u8], first: bool, task_responses: bool) -> Result<Parsed, String> {
     if first {
         let h: Header = serde_json::from_slice(line).map_err(|e| e.to_string())?;
         if h.deerflow_ledger != VERSION {
@@ -155,6 +167,11 @@ fn parse(line: &[u8], first: bool) -> Result<Parsed, String> {
             ));
         }
         return Ok(Parsed::Header(h));
+    }
+    if !task_responses && line.starts_with(TASK_RESPONSE) {
+        return serde_json::from_slice::<serde::de::IgnoredAny>(line)
+            .map(|_| Parsed::Skipped)
+            .map_err(|e| e.to_string());
     }
     serde_json::from_slice(line)
         .map(Parsed::Entry)
@@ -479,5 +496,32 @@ mod tests {
             .iter()
             .all(|t| t.shared.outcome(t.line) == Some(Ok(()))));
         assert_eq!(read(&path).unwrap().entries.len(), 1010);
+    }
+
+    /// A resume without `--record` only checks the sub-agents' responses: left out, yet a
+    /// corrupt one before the last line is still an error.
+    #[test]
+    fn task_responses_are_read_only_when_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let w = Writer::open(&path, 0, Some(&purpose())).unwrap();
+        let response = Entry::TaskResponse {
+            task_id: "item-0".into(),
+            description: "item 0".into(),
+            turn: 0,
+            response: serde_json::json!({"text": "ok"}),
+        };
+        w.append(&response).unwrap();
+        w.append(&item(0)).unwrap().wait();
+        drop(w);
+        assert_eq!(read_keeping(&path, true).unwrap().entries.len(), 2);
+        let back = read_keeping(&path, false).unwrap();
+        assert!(matches!(back.entries[..], [Entry::Item(_)]));
+        assert_eq!(back.whole_len, std::fs::metadata(&path).unwrap().len());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut = text.replace(r#"{"text":"ok"}"#, r#"{"text":"ok""#);
+        std::fs::write(&path, cut).unwrap();
+        let e = read_keeping(&path, false).err().unwrap();
+        assert!(e.contains("line 2 is corrupt"), "{e}");
     }
 }

@@ -60,7 +60,8 @@ impl StateDir {
         std::fs::create_dir_all(dir).map_err(|e| format!("--state {shown}: {e}"))?;
         let lock = DirLock::take(dir).map_err(|e| format!("--state {shown} {e}"))?;
         let path = dir.join("ledger.jsonl");
-        let back = ledger::read(&path).map_err(|e| format!("--state {shown}: {e}"))?;
+        let back = ledger::read_keeping(&path, keep_responses)
+            .map_err(|e| format!("--state {shown}: {e}"))?;
         if let Some(h) = &back.header {
             if let Some(d) = purpose.difference(&h.written_for) {
                 return Err(format!(
