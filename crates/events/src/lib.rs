@@ -1094,4 +1094,51 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), 18, "{names:?}");
     }
+
+    /// Keeps what a renderer is given, for a test to read.
+    struct Seen(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Renderer for Seen {
+        fn render(&mut self, env: &Envelope) {
+            let name = match &env.event {
+                Event::Warning { message, .. } => message.clone(),
+                e => e.type_name().to_string(),
+            };
+            self.0.lock().unwrap().push(name);
+        }
+    }
+
+    /// An event behind a closed gate is not written, nor anything queued after it, until
+    /// the gate opens; then all are, in order.
+    #[test]
+    fn an_event_waits_at_its_gate_and_those_after_it_wait_too() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (events, writer) = start_writer(Output::Human(Box::new(Seen(seen.clone()))));
+        let (open, opened) = std::sync::mpsc::channel::<()>();
+        let opened = std::sync::Mutex::new(opened);
+        let gate = Gate::new(move || {
+            let _ = opened.lock().unwrap().recv();
+        });
+        events.emit(Event::warning(WarningCode::Budget, "before"));
+        events.emit_after(Event::warning(WarningCode::Budget, "gated"), Some(gate));
+        events.emit(Event::warning(WarningCode::Budget, "after"));
+        let t0 = std::time::Instant::now();
+        while seen.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*seen.lock().unwrap(), ["before"]);
+        open.send(()).unwrap();
+        events.emit(samples().pop().unwrap().event);
+        drop(events);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(writer.finish(|| false)));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["before", "gated", "after", "run_completed"]
+        );
+    }
 }
