@@ -298,21 +298,48 @@ async fn a_ledger_without_sub_agent_responses_still_resumes() {
     let model = format!("replay:{}", c.display());
     let args = ["run", "--json", "-m", &model, "--state", "st", "go"];
     assert_eq!(deerflow(args).cwd(dir).json().await.code, 0);
-    let ledger = dir.join("st/ledger.jsonl");
-    let text = std::fs::read_to_string(&ledger).unwrap();
-    assert!(text.contains(r#""kind":"task_response""#));
-    let old: String = text
-        .lines()
-        .filter(|l| !l.contains(r#""kind":"task_response""#))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&ledger, old).unwrap();
+    strip_task_responses(&dir.join("st/ledger.jsonl"));
     std::fs::write(&c, fail_every_call().to_string()).unwrap();
     let again = deerflow(args).cwd(dir).json().await;
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.completed()["final_message"], "final");
     assert_eq!(again.completed()["tasks"]["resumed"], 2);
     assert!(again.of_type("task_running").is_empty(), "no sub-agent ran");
+    // The same for an `--each` ledger: its items resume, with --record too.
+    std::fs::write(dir.join("items.txt"), "a\nb\n").unwrap();
+    let c2 = cassette(dir, json!({"version": 1, "default_task": [{"text": "x"}]}));
+    let each_model = format!("replay:{}", c2.display());
+    let each = [
+        "run",
+        "--json",
+        "-m",
+        &each_model,
+        "--each",
+        "items.txt",
+        "--state",
+        "st2",
+        "Do {{item}}",
+    ];
+    assert_eq!(deerflow(&each).cwd(dir).json().await.code, 0);
+    strip_task_responses(&dir.join("st2/ledger.jsonl"));
+    std::fs::write(&c2, fail_every_call().to_string()).unwrap();
+    let again = deerflow([&each[..], &["--record", "rec.json"]].concat())
+        .cwd(dir)
+        .json()
+        .await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.completed()["tasks"]["resumed"], 2);
+}
+
+fn strip_task_responses(ledger: &Path) {
+    let text = std::fs::read_to_string(ledger).unwrap();
+    assert!(text.contains(r#""kind":"task_response""#));
+    let old: String = text
+        .lines()
+        .filter(|l| !l.contains(r#""kind":"task_response""#))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(ledger, old).unwrap();
 }
 
 /// A ledger that cannot be written (here: past the file size limit) fails the run with
