@@ -320,7 +320,7 @@ async fn a_ledger_without_sub_agent_responses_still_resumes() {
         "st2",
         "Do {{item}}",
     ];
-    assert_eq!(deerflow(&each).cwd(dir).json().await.code, 0);
+    assert_eq!(deerflow(each).cwd(dir).json().await.code, 0);
     strip_task_responses(&dir.join("st2/ledger.jsonl"));
     std::fs::write(&c2, fail_every_call().to_string()).unwrap();
     let again = deerflow([&each[..], &["--record", "rec.json"]].concat())
