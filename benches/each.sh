@@ -2,7 +2,9 @@
 # `--each` at scale (issue 23, contract §15): 100,000 and 1,000,000 text items from a file
 # with a replay model at --max-concurrent 64, with and without --results. Medians of N runs
 # of wall time and peak RSS (/usr/bin/time -v), and the final input-order rewrite of the
-# results file (from the last item's terminal event to `run_completed`).
+# results file (from the last item's terminal event to `run_completed`). With --state DIR
+# (issue 23: ≤ 2 s, zero model calls): the 100,000-item run with its ledger, and resuming
+# that completed run, checked to take every item from the ledger.
 # Usage: benches/each.sh [RUNS]   (default 5; BIN=path/to/deerflow to skip the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,8 @@ measure() {
   local walls=() rss=()
   for _ in $(seq "$RUNS"); do
     local t0 t1
+    # Each --state run starts from an empty ledger (a full one would resume).
+    rm -rf "$TMP/st-measure"
     t0=$(date +%s%N)
     /usr/bin/time -v -o "$TMP/t" "$BIN" run --json --max-concurrent 64 -m "replay:$TMP/c.json" \
       -C "$TMP" --each "$TMP/$items" "$@" 'Do {{item}}' >/dev/null 2>"$TMP/err" || true
@@ -87,3 +91,23 @@ echo
 echo "| 100,000 items, --results | median last item → run_completed (the input-order rewrite) |"
 echo "|---|---|"
 echo "| --max-concurrent 64 | $(printf '%s\n' "${spans[@]}" | median) s |"
+
+# --state: the run keeps a ledger (every item's response and end, fsynced by group
+# commit); resuming the completed run takes every item from it, with no model call.
+measure "100,000 items, --state DIR" 100k.txt --state "$TMP/st-measure"
+rm -rf "$TMP/st"
+run_each 100k.txt --state "$TMP/st" > /dev/null
+resumes=()
+for _ in $(seq "$RUNS"); do
+  t0=$(date +%s%N)
+  run_each 100k.txt --state "$TMP/st" > "$TMP/ev.ndjson"
+  t1=$(date +%s%N)
+  tail -1 "$TMP/ev.ndjson" | grep -q '"tasks":{"total":100000,"completed":100000,.*"resumed":100000}' \
+    || { echo "the resumed run did not take every item from the ledger: $(tail -c 400 "$TMP/ev.ndjson")"; exit 1; }
+  if grep -q '"type":"usage"' "$TMP/ev.ndjson"; then echo "the resumed run called the model"; exit 1; fi
+  resumes+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
+done
+echo
+echo "| 100,000 items, --state DIR | median wall |"
+echo "|---|---|"
+echo "| resuming the completed run (every item from the ledger, no model call) | $(printf '%s\n' "${resumes[@]}" | median) s |"

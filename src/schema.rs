@@ -220,6 +220,7 @@ mod tests {
                     usage: UsageTotals::default(),
                 },
                 task_id: Some("t".into()),
+                gate: None,
             })
         };
         let with = running(Some("think"));

@@ -48,6 +48,7 @@ pub fn open(
         images,
         shard: args.shard.clone(),
     };
-    let state = StateDir::open(dir, &purpose).map_err(usage)?;
+    // `--record` writes the responses of the tasks taken from the ledger too (§15).
+    let state = StateDir::open(dir, &purpose, args.record.is_some()).map_err(usage)?;
     Ok(Some(Arc::new(state)))
 }

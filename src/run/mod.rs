@@ -108,6 +108,10 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     let mut each = spec.each.take();
     let item_log = each.as_ref().map(|e| item_log(e, &spec, &control));
     let scheduler = spec.subagents.clone().map(|setup| {
+        let setup = match &spec.state {
+            Some(st) => state::tasks::with_ledger(&setup, st),
+            None => setup,
+        };
         Scheduler::new(
             setup,
             shared.clone(),
@@ -462,11 +466,9 @@ fn item_log(
             }
         }
     });
-    Arc::new(each::ItemLog::new(
-        results,
-        spec.output_schema.is_some(),
-        spec.state.clone(),
-    ))
+    let mut log = each::ItemLog::new(results, spec.output_schema.is_some(), spec.state.clone());
+    log.record = spec.record.as_ref().map(|r| r.1.clone());
+    Arc::new(log)
 }
 
 /// Runs the items of an `--each` run (the scheduler exists: `--each` always sets one up).

@@ -463,6 +463,7 @@ mod tests {
         Envelope {
             event,
             task_id: None,
+            gate: None,
         }
     }
 
@@ -470,6 +471,7 @@ mod tests {
         Envelope {
             event,
             task_id: Some(task.into()),
+            gate: None,
         }
     }
 

@@ -32,6 +32,7 @@ mod sandbox_docker;
 mod sandbox_docker_owner;
 mod signals;
 mod state;
+mod state_ledger;
 mod stop_reasons;
 mod subagents;
 mod subagents_http;

@@ -429,6 +429,31 @@ pub struct Envelope {
     pub event: Event,
     /// Shared by every event of the task: stamping it costs no allocation per event.
     pub task_id: Option<Arc<str>>,
+    /// What must have happened before the event is written, if anything.
+    pub gate: Option<Gate>,
+}
+
+/// What an event waits for before it is written: the `--state` ledger's entry it reports,
+/// on disk (contract §15). The writer thread waits at it, and the events queued after it
+/// wait with it, so the stream keeps its order while the run's thread goes on.
+#[derive(Clone)]
+pub struct Gate(Arc<dyn Fn() + Send + Sync>);
+
+impl Gate {
+    /// `wait` returns once the event may be written; it runs on the writer thread.
+    pub fn new(wait: impl Fn() + Send + Sync + 'static) -> Self {
+        Self(Arc::new(wait))
+    }
+
+    fn wait(&self) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
 }
 
 /// Renders events for a person (the human view); the JSON writer needs none.
@@ -455,9 +480,15 @@ pub struct EventSink {
 
 impl EventSink {
     pub fn emit(&self, event: Event) {
+        self.emit_after(event, None);
+    }
+
+    /// Emits `event` to be written only once `gate` has opened (`None`: at once).
+    pub fn emit_after(&self, event: Event, gate: Option<Gate>) {
         let env = Envelope {
             event,
             task_id: self.task_id.clone(),
+            gate,
         };
         self.tx.send(env, &self.flow);
     }
@@ -566,6 +597,9 @@ impl Events {
     fn next(&mut self, r: &mut dyn Renderer) -> Option<Envelope> {
         loop {
             if let Some(env) = self.batch.pop_front() {
+                if let Some(g) = &env.gate {
+                    g.wait();
+                }
                 return Some(env);
             }
             match self.rx.recv_batch(&mut self.batch, r.tick_interval()) {
@@ -605,6 +639,9 @@ fn write_json(
             if closed {
                 continue;
             }
+            if let Some(g) = &env.gate {
+                g.wait();
+            }
             let stamp = Stamp::now(seq, run_id, env.task_id.as_deref());
             // Serializing an event cannot fail (string keys only; serde_json writes a
             // non-finite float as null); were it to, the line is skipped without using a seq.
@@ -641,10 +678,12 @@ pub fn samples() -> Vec<Envelope> {
     let lead = |event| Envelope {
         event,
         task_id: None,
+        gate: None,
     };
     let inside = |event| Envelope {
         event,
         task_id: Some("call_1".into()),
+        gate: None,
     };
     let run_usage = RunUsage {
         input_tokens: 3,
@@ -984,6 +1023,7 @@ mod tests {
         let env = Envelope {
             event: Event::warning(WarningCode::Budget, "y"),
             task_id: Some("t1".into()),
+            gate: None,
         };
         let line = stamp(&env, 7, "run1");
         assert!(line.ends_with('\n'));
@@ -1014,6 +1054,7 @@ mod tests {
                 tool: None,
             },
             task_id: None,
+            gate: None,
         };
         let l = line(0, &env);
         assert!(
@@ -1032,6 +1073,7 @@ mod tests {
             &Envelope {
                 event: Event::warning(WarningCode::Budget, "80% spent"),
                 task_id: None,
+                gate: None,
             },
         );
         assert!(
@@ -1051,5 +1093,52 @@ mod tests {
         let mut names: Vec<_> = samples().iter().map(|e| e.event.type_name()).collect();
         names.dedup();
         assert_eq!(names.len(), 18, "{names:?}");
+    }
+
+    /// Keeps what a renderer is given, for a test to read.
+    struct Seen(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Renderer for Seen {
+        fn render(&mut self, env: &Envelope) {
+            let name = match &env.event {
+                Event::Warning { message, .. } => message.clone(),
+                e => e.type_name().to_string(),
+            };
+            self.0.lock().unwrap().push(name);
+        }
+    }
+
+    /// An event behind a closed gate is not written, nor anything queued after it, until
+    /// the gate opens; then all are, in order.
+    #[test]
+    fn an_event_waits_at_its_gate_and_those_after_it_wait_too() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (events, writer) = start_writer(Output::Human(Box::new(Seen(seen.clone()))));
+        let (open, opened) = std::sync::mpsc::channel::<()>();
+        let opened = std::sync::Mutex::new(opened);
+        let gate = Gate::new(move || {
+            let _ = opened.lock().unwrap().recv();
+        });
+        events.emit(Event::warning(WarningCode::Budget, "before"));
+        events.emit_after(Event::warning(WarningCode::Budget, "gated"), Some(gate));
+        events.emit(Event::warning(WarningCode::Budget, "after"));
+        let t0 = std::time::Instant::now();
+        while seen.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(*seen.lock().unwrap(), ["before"]);
+        open.send(()).unwrap();
+        events.emit(samples().pop().unwrap().event);
+        drop(events);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(writer.finish(|| false)));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["before", "gated", "after", "run_completed"]
+        );
     }
 }

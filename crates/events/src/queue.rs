@@ -251,6 +251,7 @@ mod tests {
         Envelope {
             event: Event::warning(WarningCode::Budget, i.to_string()),
             task_id: None,
+            gate: None,
         }
     }
 

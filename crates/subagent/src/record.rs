@@ -14,15 +14,16 @@ use super::SubagentType;
 use deerflow_agent::Progress;
 use deerflow_base::text::secs;
 use deerflow_events::usage::UsageTotals;
-use deerflow_events::{Event, EventSink};
+use deerflow_events::{Event, EventSink, Gate};
 use deerflow_tools::task_end::{TaskEnd, TaskStatus};
 use deerflow_tools::ToolOutput;
 
 /// Told of a task's end before its terminal event is emitted: `--each` writes the item's
 /// result line here (contract §15), and a ledger that must hold an end before the event
-/// says it belongs here too.
+/// says it belongs here too. The gate it returns holds the terminal event back until it
+/// opens (the ledger's entry on disk) without holding the run's thread.
 pub trait EndHook: Send + Sync {
-    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>);
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) -> Option<Gate>;
 }
 
 /// What a task's terminal event reports.
@@ -92,8 +93,9 @@ impl TaskRecord {
         self
     }
 
-    /// Computes what the terminal event reports once, tells the hook, and returns it.
-    fn ended<'a>(&self, status: TaskStatus, text: &'a str) -> Ended<'a> {
+    /// Computes what the terminal event reports once, tells the hook, and returns it with
+    /// the hook's gate for the event.
+    fn ended<'a>(&self, status: TaskStatus, text: &'a str) -> (Ended<'a>, Option<Gate>) {
         let end = Ended {
             status,
             text,
@@ -101,10 +103,8 @@ impl TaskRecord {
             turns: self.turns(),
             duration_ms: self.duration_ms(),
         };
-        if let Some(h) = &self.end_hook {
-            h.ended(self, &end);
-        }
-        end
+        let gate = self.end_hook.as_ref().and_then(|h| h.ended(self, &end));
+        (end, gate)
     }
 
     /// The task id: the lead's call id.
@@ -196,17 +196,20 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Completed) {
             return self.already_ended();
         }
-        let end = self.ended(TaskStatus::Completed, &result);
-        events.emit(Event::TaskCompleted {
-            task_id: self.id().to_string(),
-            item_index: self.item,
-            result: result.clone(),
-            usage: end.usage,
-            turns: end.turns,
-            duration_ms: end.duration_ms,
-            stop_reason: stop_reason.map(String::from),
-            resumed: false,
-        });
+        let (end, gate) = self.ended(TaskStatus::Completed, &result);
+        events.emit_after(
+            Event::TaskCompleted {
+                task_id: self.id().to_string(),
+                item_index: self.item,
+                result: result.clone(),
+                usage: end.usage,
+                turns: end.turns,
+                duration_ms: end.duration_ms,
+                stop_reason: stop_reason.map(String::from),
+                resumed: false,
+            },
+            gate,
+        );
         TaskEnd::new(TaskStatus::Completed, result).into_output()
     }
 
@@ -214,16 +217,19 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Failed) {
             return self.already_ended();
         }
-        let end = self.ended(TaskStatus::Failed, error);
-        events.emit(Event::TaskFailed {
-            task_id: self.id().to_string(),
-            item_index: self.item,
-            error: error.to_string(),
-            usage: end.usage,
-            turns: end.turns,
-            duration_ms: end.duration_ms,
-            stop_reason: stop_reason.map(String::from),
-        });
+        let (end, gate) = self.ended(TaskStatus::Failed, error);
+        events.emit_after(
+            Event::TaskFailed {
+                task_id: self.id().to_string(),
+                item_index: self.item,
+                error: error.to_string(),
+                usage: end.usage,
+                turns: end.turns,
+                duration_ms: end.duration_ms,
+                stop_reason: stop_reason.map(String::from),
+            },
+            gate,
+        );
         TaskEnd::new(TaskStatus::Failed, error).into_output()
     }
 
@@ -235,15 +241,18 @@ impl TaskRecord {
         if !self.state.finish(TaskState::TimedOut) {
             return self.already_ended();
         }
-        let end = self.ended(TaskStatus::TimedOut, &error);
-        events.emit(Event::TaskTimedOut {
-            task_id: self.id().to_string(),
-            item_index: self.item,
-            error: error.clone(),
-            timeout_seconds: self.kind.timeout_seconds,
-            usage: end.usage,
-            duration_ms: end.duration_ms,
-        });
+        let (end, gate) = self.ended(TaskStatus::TimedOut, &error);
+        events.emit_after(
+            Event::TaskTimedOut {
+                task_id: self.id().to_string(),
+                item_index: self.item,
+                error: error.clone(),
+                timeout_seconds: self.kind.timeout_seconds,
+                usage: end.usage,
+                duration_ms: end.duration_ms,
+            },
+            gate,
+        );
         TaskEnd::new(TaskStatus::TimedOut, error).into_output()
     }
 
@@ -251,14 +260,17 @@ impl TaskRecord {
         if !self.state.finish(TaskState::Cancelled) {
             return self.already_ended();
         }
-        let end = self.ended(TaskStatus::Cancelled, error);
-        events.emit(Event::TaskCancelled {
-            task_id: self.id().to_string(),
-            item_index: self.item,
-            error: error.to_string(),
-            usage: end.usage,
-            duration_ms: end.duration_ms,
-        });
+        let (end, gate) = self.ended(TaskStatus::Cancelled, error);
+        events.emit_after(
+            Event::TaskCancelled {
+                task_id: self.id().to_string(),
+                item_index: self.item,
+                error: error.to_string(),
+                usage: end.usage,
+                duration_ms: end.duration_ms,
+            },
+            gate,
+        );
         TaskEnd::new(TaskStatus::Cancelled, error).into_output()
     }
 

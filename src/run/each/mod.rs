@@ -21,8 +21,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::agent::{AgentEnd, RunControl};
+use crate::events::Gate;
+use crate::model::providers::replay::RecordLog;
+use crate::model::AgentId;
 use crate::run::state::hash::fingerprint;
 use crate::run::state::ledger::ItemEnd;
+use crate::run::state::tasks::record_resumed;
 use crate::run::state::StateDir;
 use crate::subagent::item::{run_item, Resumed};
 use crate::subagent::record::{EndHook, Ended, TaskRecord};
@@ -58,6 +62,8 @@ pub struct ItemLog {
     /// Whether answers are JSON under `--output-schema` (each line's `final_output`).
     pub schema: bool,
     pub state: Option<Arc<StateDir>>,
+    /// `--record`'s log: it gets the responses of the items taken from the ledger.
+    pub record: Option<Arc<RecordLog>>,
     /// Items taken from the ledger instead of run.
     pub resumed: AtomicU32,
 }
@@ -68,6 +74,7 @@ impl ItemLog {
             results,
             schema,
             state,
+            record: None,
             resumed: AtomicU32::new(0),
         }
     }
@@ -116,14 +123,10 @@ struct Recorded {
 }
 
 impl EndHook for ItemLog {
-    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) {
-        let Some(index) = rec.item else {
-            return;
-        };
-        if let Some(state) = &self.state {
-            // Fails the run at the next item; the event still goes out, the ledger just
-            // does not hold it (a resume runs the item again).
-            let _ = state.item_ended(&ItemEnd {
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) -> Option<Gate> {
+        let index = rec.item?;
+        let gate = self.state.as_ref().and_then(|state| {
+            state.item_ended(&ItemEnd {
                 index,
                 content: fingerprint(rec.prompt().as_bytes()),
                 status: end.status.as_str().to_string(),
@@ -131,14 +134,15 @@ impl EndHook for ItemLog {
                 usage: end.usage,
                 turns: end.turns,
                 duration_ms: end.duration_ms,
-            });
-        }
+            })
+        });
         let recorded = Recorded {
             usage: end.usage,
             duration_ms: end.duration_ms,
             resumed: false,
         };
         self.result_line(index, end.status, end.text, recorded);
+        gate
     }
 }
 
@@ -259,6 +263,13 @@ fn resume(sched: &Scheduler, kind: &SubagentType, log: &ItemLog, index: u64, pro
         return false;
     };
     log.resumed.fetch_add(1, Ordering::Relaxed);
+    if let Some(record) = &log.record {
+        let agent = AgentId::Task {
+            description: format!("item {index}"),
+            task_id: format!("item-{index}"),
+        };
+        record_resumed(record, state, &format!("item-{index}"), agent);
+    }
     let recorded = Recorded {
         usage: done.usage,
         duration_ms: done.duration_ms,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 
 use super::ledger::{TaskAsked, ToolEnd};
+use super::tasks::ledger_error;
 use super::StateDir;
 use crate::model::providers::replay::{from_response, to_response, RecordLog, ScriptedResponse};
 use crate::model::{
@@ -31,7 +32,8 @@ pub struct LeadReplay {
     state: Arc<StateDir>,
     responses: Mutex<Vec<Option<serde_json::Value>>>,
     tools: Mutex<HashMap<String, ToolEnd>>,
-    tasks: Mutex<Vec<TaskAsked>>,
+    /// Completed tasks of the ledger, each with the id it ran under.
+    tasks: Mutex<Vec<(String, TaskAsked)>>,
     /// The calls of the responses replayed: only they may take a recorded result (a live
     /// response may reuse an id, a replay model's are derived from the turn).
     replayed_calls: Mutex<std::collections::HashSet<String>>,
@@ -134,10 +136,10 @@ impl LeadReplay {
         lock(&self.tools).remove(id)
     }
 
-    /// A completed task of the ledger asked the same, taken.
-    fn completed_task(&self, args: &TaskArgs) -> Option<TaskAsked> {
+    /// A completed task of the ledger asked the same, taken, with the id it ran under.
+    fn completed_task(&self, args: &TaskArgs) -> Option<(String, TaskAsked)> {
         let mut g = lock(&self.tasks);
-        let at = g.iter().position(|t| {
+        let at = g.iter().position(|(_, t)| {
             t.description == args.description
                 && t.prompt == args.prompt
                 && t.subagent_type == args.subagent_type
@@ -145,8 +147,9 @@ impl LeadReplay {
         Some(g.remove(at))
     }
 
-    /// Records a result; a write error is the run's failure (the model call after it fails).
-    fn keep(&self, call: &ToolCall, name: &str, out: &ToolOutput, task: Option<TaskAsked>) {
+    /// Records a result, on disk when this returns; a write error is the run's failure
+    /// (the model call after it fails).
+    async fn keep(&self, call: &ToolCall, name: &str, out: &ToolOutput, task: Option<TaskAsked>) {
         let end = ToolEnd {
             call_id: call.id.clone(),
             name: name.to_string(),
@@ -154,7 +157,7 @@ impl LeadReplay {
             output: out.text().into_owned(),
             task,
         };
-        let _ = self.state.tool_ended(end);
+        let _ = self.state.tool_ended(end).await;
     }
 }
 
@@ -210,6 +213,7 @@ impl ChatModel for LedgerModel {
                 self.replay
                     .state
                     .lead_response(req.turn, &from_response(r))
+                    .await
                     .map_err(ledger_error)?;
             }
             result
@@ -218,13 +222,6 @@ impl ChatModel for LedgerModel {
 
     fn limits(&self) -> ModelLimits {
         self.inner.limits()
-    }
-}
-
-fn ledger_error(message: String) -> ModelError {
-    ModelError::Stream {
-        provider: "ledger".into(),
-        message,
     }
 }
 
@@ -261,7 +258,7 @@ impl LedgerTool {
             }),
             _ => None,
         };
-        self.replay.keep(call, "task", &out, asked);
+        self.replay.keep(call, "task", &out, asked).await;
         out
     }
 
@@ -269,8 +266,15 @@ impl LedgerTool {
     fn resume_task(&self, call: &ToolCall, args: &TaskArgs) -> Option<ToolOutput> {
         let sched = self.replay.scheduler.as_ref()?;
         let kind = sched.find_type(&args.subagent_type)?;
-        let done = self.replay.completed_task(args)?;
+        let (ran_as, done) = self.replay.completed_task(args)?;
         lock(&self.replay.tools).remove(&call.id);
+        if let Some(log) = &self.replay.record {
+            let agent = AgentId::Task {
+                description: args.description.clone(),
+                task_id: call.id.clone(),
+            };
+            super::tasks::record_resumed(log, &self.replay.state, &ran_as, agent);
+        }
         let r = Resumed {
             result: &done.result,
             usage: Default::default(),
@@ -322,7 +326,7 @@ impl Tool for LedgerTool {
                 recorded => {
                     let out = self.inner.call(call, ctx).await;
                     self.compare(recorded.as_ref(), &out);
-                    self.replay.keep(call, name, &out, None);
+                    self.replay.keep(call, name, &out, None).await;
                     out
                 }
             }

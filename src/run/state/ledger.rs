@@ -1,12 +1,12 @@
-//! `DIR/ledger.jsonl`: one JSON line per finished item or task and per model response,
-//! appended and flushed to disk (fsync) before the event that reports it. Read back whole at
-//! the start: a torn last line (the process died mid-write) is cut off, a corrupt line
-//! before it is an error naming the line.
+//! `DIR/ledger.jsonl`: one JSON line per finished item or task and per model response (the
+//! lead's and every sub-agent's), appended and flushed to disk (fsync) before the event
+//! that reports it. Read back whole at the start: a torn last line (the process died
+//! mid-write) is cut off, a corrupt line before it is an error naming the line.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,15 @@ pub enum Entry {
     Item(ItemEnd),
     /// A lead model response, as a cassette scripts it.
     Response {
+        turn: usize,
+        response: serde_json::Value,
+    },
+    /// A sub-agent's model response (a `task`'s, or an `--each` item's), as a cassette
+    /// scripts it, with the task it belongs to: `task_id` is the lead's call id, or
+    /// `item-<index>`, and `description` the task's (`item <index>`).
+    TaskResponse {
+        task_id: String,
+        description: String,
         turn: usize,
         response: serde_json::Value,
     },
@@ -74,6 +83,12 @@ pub struct ReadBack {
 
 /// Reads `path` (absent: a new ledger). `Err` names a corrupt line that is not the last.
 pub fn read(path: &Path) -> Result<ReadBack, String> {
+    read_keeping(path, true)
+}
+
+/// [`read`], the sub-agents' responses only checked, not kept, unless `task_responses`:
+/// a resume does not use them, and they are half the lines of an `--each` ledger.
+pub fn read_keeping(path: &Path, task_responses: bool) -> Result<ReadBack, String> {
     let mut back = ReadBack {
         header: None,
         entries: Vec::new(),
@@ -105,8 +120,9 @@ pub fn read(path: &Path) -> Result<ReadBack, String> {
         }
         number += 1;
         let whole = line.ends_with(b"\n");
-        match parse(&line, number == 1) {
+        match parse(&line, number == 1, task_responses) {
             Ok(Parsed::Header(h)) => back.header = Some(h),
+            Ok(Parsed::Skipped) => {}
             Ok(Parsed::Entry(e)) if whole => back.entries.push(e),
             Ok(Parsed::Entry(_)) => {}
             Err(why) => {
@@ -134,9 +150,14 @@ fn corrupt(path: &Path, line: usize, why: &str) -> String {
 enum Parsed {
     Header(Header),
     Entry(Entry),
+    /// A sub-agent's response, checked and left out.
+    Skipped,
 }
 
-fn parse(line: &[u8], first: bool) -> Result<Parsed, String> {
+/// How a sub-agent's response line starts (serde writes the tag first).
+const TASK_RESPONSE: &[u8] = br#"{"kind":"task_response","#;
+
+fn parse(line: &[u8], first: bool, task_responses: bool) -> Result<Parsed, String> {
     if first {
         let h: Header = serde_json::from_slice(line).map_err(|e| e.to_string())?;
         if h.deerflow_ledger != VERSION {
@@ -147,14 +168,55 @@ fn parse(line: &[u8], first: bool) -> Result<Parsed, String> {
         }
         return Ok(Parsed::Header(h));
     }
+    if !task_responses && line.starts_with(TASK_RESPONSE) {
+        return serde_json::from_slice::<serde::de::IgnoredAny>(line)
+            .map(|_| Parsed::Skipped)
+            .map_err(|e| e.to_string());
+    }
     serde_json::from_slice(line)
         .map(Parsed::Entry)
         .map_err(|e| e.to_string())
 }
 
-/// The open ledger, appended to.
+/// The open ledger, appended to by group commit: lines are queued as they come, and a
+/// thread of its own writes everything queued while the previous fsync ran with one write
+/// and one fsync, then tells every waiter of those lines at once. So concurrent items
+/// share an fsync instead of taking one each, and the run's thread never waits for the
+/// disk: a line's waiter (its event's gate, or an `await`) does.
 pub struct Writer {
-    file: Mutex<File>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes the writing thread when lines are queued.
+    work: Condvar,
+    /// Wakes threads waiting for a line (the event writer at a gate).
+    done: Condvar,
+    /// Wakes tasks waiting for a line.
+    notify: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    lines: Vec<u8>,
+    /// The number of lines queued so far; a line's ticket is its number.
+    queued: u64,
+    /// Lines up to this number are on disk.
+    durable: u64,
+    /// The first write error: nothing is written after it (a line cut short by it must
+    /// stay the last), and every line not yet on disk fails with it.
+    failed: Option<String>,
+    closed: bool,
+    /// Writes (each with its fsync) so far.
+    rounds: u64,
+}
+
+/// A line's place in the ledger: wait on it to know the line is on disk.
+#[derive(Clone)]
+pub struct Ticket {
+    shared: Arc<Shared>,
+    line: u64,
 }
 
 impl Writer {
@@ -162,38 +224,159 @@ impl Writer {
     /// when the ledger is new.
     pub fn open(path: &Path, whole_len: u64, new: Option<&Purpose>) -> Result<Self, String> {
         let why = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(why)?;
         file.set_len(whole_len).map_err(why)?;
-        let w = Self::from_file(file);
         if let Some(p) = new {
             let header = Header {
                 deerflow_ledger: VERSION,
                 written_for: p.clone(),
             };
-            w.append(&header)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut line = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+            line.push(b'\n');
+            file.write_all(&line)
+                .and_then(|()| file.sync_data())
+                .map_err(why)?;
         }
+        Self::from_file(file).map_err(why)
+    }
+
+    /// Starts the writing thread over `file`.
+    pub fn from_file(file: File) -> std::io::Result<Self> {
+        let w = Self::idle();
+        w.start(file)?;
         Ok(w)
     }
 
-    pub fn from_file(file: File) -> Self {
+    /// A writer whose lines wait until [`start`](Self::start).
+    fn idle() -> Self {
         Self {
-            file: Mutex::new(file),
+            shared: Arc::new(Shared {
+                queue: Mutex::default(),
+                work: Condvar::new(),
+                done: Condvar::new(),
+                notify: tokio::sync::Notify::new(),
+            }),
         }
     }
 
-    /// Appends one line and waits until it is on disk.
-    pub fn append(&self, value: &impl Serialize) -> Result<(), String> {
+    fn start(&self, file: File) -> std::io::Result<()> {
+        let s = self.shared.clone();
+        std::thread::Builder::new()
+            .name("deerflow-ledger".into())
+            .spawn(move || write_lines(&s, file))?;
+        Ok(())
+    }
+
+    /// Queues one line; its ticket says when it is on disk. `Err` once a write failed.
+    pub fn append(&self, value: &impl Serialize) -> Result<Ticket, String> {
         let mut line = serde_json::to_vec(value).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        f.write_all(&line)
-            .and_then(|()| f.sync_data())
-            .map_err(|e| format!("cannot write the ledger: {e}"))
+        let mut g = self.shared.lock();
+        if let Some(f) = &g.failed {
+            return Err(f.clone());
+        }
+        g.lines.extend_from_slice(&line);
+        g.queued += 1;
+        let ticket = Ticket {
+            shared: self.shared.clone(),
+            line: g.queued,
+        };
+        drop(g);
+        self.shared.work.notify_one();
+        Ok(ticket)
+    }
+
+    /// The first write error, if one happened.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.lock().failed.clone()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.work.notify_one();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether line `line` is on disk (`Ok`) or never will be (`Err`); `None`: not yet.
+    fn outcome(&self, line: u64) -> Option<Result<(), String>> {
+        let g = self.lock();
+        if g.durable >= line {
+            return Some(Ok(()));
+        }
+        g.failed.clone().map(Err)
+    }
+}
+
+/// The writing thread: takes every line queued, writes them at once, fsyncs once, and
+/// wakes their waiters; until the writer is dropped and nothing is left, or a write fails.
+fn write_lines(shared: &Shared, mut file: File) {
+    let mut batch = Vec::new();
+    loop {
+        let upto = {
+            let mut g = shared.lock();
+            while g.lines.is_empty() && !g.closed {
+                g = shared.work.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+            if g.lines.is_empty() {
+                return;
+            }
+            std::mem::swap(&mut g.lines, &mut batch);
+            g.queued
+        };
+        let written = file.write_all(&batch).and_then(|()| file.sync_data());
+        batch.clear();
+        // A burst's buffer is not kept for the rest of the run.
+        batch.shrink_to(1 << 20);
+        let failed = {
+            let mut g = shared.lock();
+            g.rounds += 1;
+            match written {
+                Ok(()) => g.durable = upto,
+                Err(e) => g.failed = Some(format!("cannot write the ledger: {e}")),
+            }
+            g.failed.is_some()
+        };
+        shared.done.notify_all();
+        shared.notify.notify_waiters();
+        if failed {
+            return;
+        }
+    }
+}
+
+impl Ticket {
+    /// Waits until the line is on disk; `Err` when a write failed first.
+    pub async fn on_disk(&self) -> Result<(), String> {
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            // Registered before looking, so a wake-up in between is not lost.
+            notified.as_mut().enable();
+            if let Some(r) = self.shared.outcome(self.line) {
+                return r;
+            }
+            notified.await;
+        }
+    }
+
+    /// Blocks the calling thread until the line is on disk or a write failed (never on
+    /// the runtime's thread: the event writer's, at an event's gate).
+    pub fn wait(&self) {
+        let mut g = self.shared.lock();
+        while g.durable < self.line && g.failed.is_none() {
+            g = self.shared.done.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 
@@ -231,7 +414,7 @@ mod tests {
         let path = dir.path().join("ledger.jsonl");
         let w = Writer::open(&path, 0, Some(&purpose())).unwrap();
         w.append(&item(0)).unwrap();
-        w.append(&item(1)).unwrap();
+        w.append(&item(1)).unwrap().wait();
         drop(w);
         let whole = std::fs::metadata(&path).unwrap().len();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -241,7 +424,7 @@ mod tests {
         assert_eq!(back.entries.len(), 2);
         assert_eq!(back.whole_len, whole);
         let w = Writer::open(&path, back.whole_len, None).unwrap();
-        w.append(&item(2)).unwrap();
+        w.append(&item(2)).unwrap().wait();
         assert_eq!(read(&path).unwrap().entries.len(), 3);
     }
 
@@ -250,7 +433,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.jsonl");
         let w = Writer::open(&path, 0, Some(&purpose())).unwrap();
-        w.append(&item(0)).unwrap();
+        w.append(&item(0)).unwrap().wait();
         drop(w);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"garbage\n").unwrap();
@@ -270,7 +453,75 @@ mod tests {
         assert!(back.header.is_none());
         assert_eq!(back.whole_len, 0);
         let read_only = File::open(&path).unwrap();
-        let e = Writer::from_file(read_only).append(&item(0)).err().unwrap();
+        let w = Writer::from_file(read_only).unwrap();
+        // The first line is queued before any write; the others, before or after the
+        // failure is known.
+        let tickets: Vec<Ticket> = (0..3).filter_map(|i| w.append(&item(i)).ok()).collect();
+        assert!(!tickets.is_empty());
+        // Every waiter is let go, none told the line is on disk.
+        for t in &tickets {
+            t.wait();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let last = tickets.last().unwrap();
+        let e = rt.block_on(last.on_disk()).unwrap_err();
         assert!(e.contains("cannot write the ledger"), "{e}");
+        assert_eq!(w.failure(), Some(e.clone()));
+        assert_eq!(w.append(&item(3)).err(), Some(e));
+    }
+
+    /// Lines queued while the writer is busy share its next write and fsync: a thousand
+    /// lines queued before it looks take one, and each waiter learns its line is on disk.
+    #[tokio::test]
+    async fn lines_queued_meanwhile_share_one_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        drop(Writer::open(&path, 0, Some(&purpose())).unwrap());
+        let w = Writer::idle();
+        let tickets: Vec<Ticket> = (0..1000).map(|i| w.append(&item(i)).unwrap()).collect();
+        let file = OpenOptions::new().append(true).open(&path).unwrap();
+        w.start(file).unwrap();
+        let waits = tickets.iter().map(|t| t.on_disk());
+        for r in futures_util::future::join_all(waits).await {
+            r.unwrap();
+        }
+        assert_eq!(w.shared.lock().rounds, 1);
+        assert_eq!(read(&path).unwrap().entries.len(), 1000);
+        // Later lines go on: each waiter is told once its own round is done.
+        let more: Vec<Ticket> = (0..10).map(|i| w.append(&item(i)).unwrap()).collect();
+        more.last().unwrap().on_disk().await.unwrap();
+        assert!(more
+            .iter()
+            .all(|t| t.shared.outcome(t.line) == Some(Ok(()))));
+        assert_eq!(read(&path).unwrap().entries.len(), 1010);
+    }
+
+    /// A resume without `--record` only checks the sub-agents' responses: left out, yet a
+    /// corrupt one before the last line is still an error.
+    #[test]
+    fn task_responses_are_read_only_when_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let w = Writer::open(&path, 0, Some(&purpose())).unwrap();
+        let response = Entry::TaskResponse {
+            task_id: "item-0".into(),
+            description: "item 0".into(),
+            turn: 0,
+            response: serde_json::json!({"text": "ok"}),
+        };
+        w.append(&response).unwrap();
+        w.append(&item(0)).unwrap().wait();
+        drop(w);
+        assert_eq!(read_keeping(&path, true).unwrap().entries.len(), 2);
+        let back = read_keeping(&path, false).unwrap();
+        assert!(matches!(back.entries[..], [Entry::Item(_)]));
+        assert_eq!(back.whole_len, std::fs::metadata(&path).unwrap().len());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut = text.replace(r#"{"text":"ok"}"#, r#"{"text":"ok""#);
+        std::fs::write(&path, cut).unwrap();
+        let e = read_keeping(&path, false).err().unwrap();
+        assert!(e.contains("line 2 is corrupt"), "{e}");
     }
 }

@@ -2,13 +2,15 @@
 //! so that the same command run again resumes instead of redoing it. The directory is
 //! locked for the life of the process (`lock.rs`); the ledger's first line says what it was
 //! written for (`header.rs`), the rest is appended and fsynced before the event that
-//! reports each entry (`ledger.rs`).
+//! reports each entry (`ledger.rs`): the lead's responses and tool results (`lead.rs`),
+//! every sub-agent's responses (`tasks.rs`) and every item's end.
 
 pub mod hash;
 pub mod header;
 pub mod lead;
 pub mod ledger;
 pub mod lock;
+pub mod tasks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +18,9 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::events::Gate;
 pub use header::Purpose;
-use ledger::{Entry, ItemEnd, TaskAsked, ToolEnd, Writer};
+use ledger::{Entry, ItemEnd, TaskAsked, Ticket, ToolEnd, Writer};
 use lock::DirLock;
 
 /// What earlier runs of the lead left in the ledger.
@@ -27,8 +30,8 @@ pub struct LeadRecord {
     pub responses: Vec<serde_json::Value>,
     /// Tool results by call id.
     pub tools: HashMap<String, ToolEnd>,
-    /// Completed tasks, in the order they ended.
-    pub tasks: Vec<TaskAsked>,
+    /// Completed tasks with the id of the call that ran them, in the order they ended.
+    pub tasks: Vec<(String, TaskAsked)>,
 }
 
 /// An open state directory: locked, its ledger read back and open for appending.
@@ -40,20 +43,25 @@ pub struct StateDir {
     completed: Mutex<HashMap<u64, ItemEnd>>,
     /// What the lead did in earlier runs, taken once by the lead's replay.
     lead: Mutex<Option<LeadRecord>>,
-    /// The first write error: the run stops at it.
+    /// Sub-agents' recorded responses by task id, turn 0 on — kept only for `--record`,
+    /// which writes those of the tasks and items taken from the ledger.
+    task_responses: Mutex<HashMap<String, Vec<serde_json::Value>>>,
+    /// The first error queueing an entry (a write error is the writer's).
     failure: Mutex<Option<String>>,
 }
 
 impl StateDir {
     /// Creates `dir` if absent, locks it and reads its ledger back. `Err` (a usage error)
     /// when another deerflow holds it, a line before the last is corrupt, or the ledger was
-    /// written for another run (naming the difference).
-    pub fn open(dir: &Path, purpose: &Purpose) -> Result<Self, String> {
+    /// written for another run (naming the difference). `keep_responses`: keep the
+    /// sub-agents' recorded responses (`--record` writes those of the tasks resumed).
+    pub fn open(dir: &Path, purpose: &Purpose, keep_responses: bool) -> Result<Self, String> {
         let shown = dir.display();
         std::fs::create_dir_all(dir).map_err(|e| format!("--state {shown}: {e}"))?;
         let lock = DirLock::take(dir).map_err(|e| format!("--state {shown} {e}"))?;
         let path = dir.join("ledger.jsonl");
-        let back = ledger::read(&path).map_err(|e| format!("--state {shown}: {e}"))?;
+        let back = ledger::read_keeping(&path, keep_responses)
+            .map_err(|e| format!("--state {shown}: {e}"))?;
         if let Some(h) = &back.header {
             if let Some(d) = purpose.difference(&h.written_for) {
                 return Err(format!(
@@ -67,6 +75,7 @@ impl StateDir {
             .map_err(|e| format!("--state {shown}: {e}"))?;
         let mut completed = HashMap::new();
         let mut lead = LeadRecord::default();
+        let mut task_responses: HashMap<String, Vec<serde_json::Value>> = HashMap::new();
         for e in back.entries {
             match e {
                 Entry::Item(end) if end.status == "completed" => {
@@ -82,8 +91,24 @@ impl StateDir {
                     lead.responses.push(response);
                 }
                 Entry::Response { .. } => {}
+                // As for the lead: a task that ran again from turn 0 replaced its record.
+                Entry::TaskResponse {
+                    task_id,
+                    turn,
+                    response,
+                    ..
+                } if keep_responses => {
+                    let turns = task_responses.entry(task_id).or_default();
+                    if turn <= turns.len() {
+                        turns.truncate(turn);
+                        turns.push(response);
+                    }
+                }
+                Entry::TaskResponse { .. } => {}
                 Entry::Tool(t) => {
-                    lead.tasks.extend(t.task.clone());
+                    if let Some(task) = t.task.clone() {
+                        lead.tasks.push((t.call_id.clone(), task));
+                    }
                     lead.tools.insert(t.call_id.clone(), t);
                 }
             }
@@ -94,6 +119,7 @@ impl StateDir {
             writer,
             completed: Mutex::new(completed),
             lead: Mutex::new(Some(lead)),
+            task_responses: Mutex::new(task_responses),
             failure: Mutex::new(None),
         })
     }
@@ -112,10 +138,13 @@ impl StateDir {
         }
     }
 
-    /// Records an item's end (before its event). A write error is kept as the run's
-    /// failure and returned.
-    pub fn item_ended(&self, end: &ItemEnd) -> Result<(), String> {
-        self.append(&Entry::Item(end.clone()))
+    /// Records an item's end. Its terminal event must wait at the gate returned: the
+    /// entry is on disk when it opens. `None` after a write error (the run fails at the
+    /// next item; the event goes out, the ledger does not hold it: a resume runs the item
+    /// again).
+    pub fn item_ended(&self, end: &ItemEnd) -> Option<Gate> {
+        let ticket = self.queue(&Entry::Item(end.clone())).ok()?;
+        Some(Gate::new(move || ticket.wait()))
     }
 
     /// What earlier runs' lead did; empty after the first call.
@@ -124,33 +153,74 @@ impl StateDir {
         g.take().unwrap_or_default()
     }
 
-    /// Records a lead model response (before its events).
-    pub fn lead_response(&self, turn: usize, response: &impl Serialize) -> Result<(), String> {
+    /// The recorded responses of task `task_id` (kept only for `--record`), taken.
+    pub fn take_task_responses(&self, task_id: &str) -> Vec<serde_json::Value> {
+        let mut g = self
+            .task_responses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        g.remove(task_id).unwrap_or_default()
+    }
+
+    /// Records a lead model response; returns once it is on disk.
+    pub async fn lead_response(
+        &self,
+        turn: usize,
+        response: &impl Serialize,
+    ) -> Result<(), String> {
         let response = serde_json::to_value(response).map_err(|e| e.to_string())?;
-        self.append(&Entry::Response { turn, response })
+        self.append(&Entry::Response { turn, response }).await
     }
 
-    /// Records a lead tool result (before its event).
-    pub fn tool_ended(&self, end: ToolEnd) -> Result<(), String> {
-        self.append(&Entry::Tool(end))
+    /// Records a sub-agent's model response; returns once it is on disk.
+    pub async fn task_response(
+        &self,
+        task_id: &str,
+        description: &str,
+        turn: usize,
+        response: &impl Serialize,
+    ) -> Result<(), String> {
+        let response = serde_json::to_value(response).map_err(|e| e.to_string())?;
+        self.append(&Entry::TaskResponse {
+            task_id: task_id.to_string(),
+            description: description.to_string(),
+            turn,
+            response,
+        })
+        .await
     }
 
-    fn append(&self, entry: &impl Serialize) -> Result<(), String> {
+    /// Records a lead tool result; returns once it is on disk.
+    pub async fn tool_ended(&self, end: ToolEnd) -> Result<(), String> {
+        self.append(&Entry::Tool(end)).await
+    }
+
+    async fn append(&self, entry: &Entry) -> Result<(), String> {
+        let ticket = self.queue(entry)?;
+        ticket.on_disk().await.map_err(|e| self.described(e))
+    }
+
+    /// Queues `entry` for the ledger's writer. A failure is kept as the run's.
+    fn queue(&self, entry: &Entry) -> Result<Ticket, String> {
         if let Some(f) = self.failure() {
             return Err(f);
         }
         self.writer.append(entry).map_err(|e| {
-            let why = format!("--state {}: {e}", self.dir.display());
+            let why = self.described(e);
             let mut g = self.failure.lock().unwrap_or_else(|p| p.into_inner());
             g.get_or_insert(why).clone()
         })
     }
 
+    fn described(&self, e: String) -> String {
+        format!("--state {}: {e}", self.dir.display())
+    }
+
     /// The first ledger write error, which ends the run (exit 1).
     pub fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let queued = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        queued
             .clone()
+            .or_else(|| self.writer.failure().map(|e| self.described(e)))
     }
 }
