@@ -23,6 +23,7 @@ pub use deerflow_config as config;
 pub use deerflow_events as events;
 pub use deerflow_events::outcome;
 pub use deerflow_events::usage;
+#[cfg(feature = "mcp")]
 pub use deerflow_mcp as mcp;
 pub use deerflow_model as model;
 pub use deerflow_subagent as subagent;

@@ -47,6 +47,10 @@ fn check(opts: &config::LoadOptions, as_json: bool) -> i32 {
             if let Err(e) = web {
                 report.problems.extend(e.problems());
             }
+            // So is an enabled MCP server in a build without MCP.
+            if let Err(e) = super::features::check_mcp(&loaded.config) {
+                report.problems.extend(e.problems());
+            }
             // A sandbox this machine cannot provide fails every run, so it is a problem here.
             let here = std::env::current_dir().unwrap_or_else(|_| loaded.base_dir.clone());
             let skills = loaded.skills_dir();

@@ -26,11 +26,10 @@ pub(super) fn sandbox(
     _: &Path,
     _: &Path,
 ) -> Result<std::sync::Arc<dyn Sandbox>, ConfigError> {
-    Err(ConfigError::Sandbox(
-        "sandbox.use: docker: this deerflow was built without the docker sandbox (cargo \
-         feature `docker`); use local or confined, or install a build with it"
-            .into(),
-    ))
+    Err(ConfigError::Sandbox(format!(
+        "sandbox.use: docker: {}; use local or confined, or install a build with it",
+        super::features::Feature::Docker.missing()
+    )))
 }
 
 #[cfg(feature = "docker")]

@@ -8,6 +8,8 @@ mod docker;
 mod docs;
 mod each_args;
 pub mod error;
+mod features;
+#[cfg(feature = "mcp")]
 mod mcp_cmd;
 mod run;
 mod state_args;
@@ -18,6 +20,10 @@ use clap::Parser;
 
 pub use args::Cli;
 use args::Command;
+#[cfg(not(feature = "mcp"))]
+use features::mcp_list;
+#[cfg(feature = "mcp")]
+use mcp_cmd::list as mcp_list;
 
 /// Parses the command line and runs the command; returns the exit code.
 pub async fn main() -> i32 {
@@ -25,10 +31,13 @@ pub async fn main() -> i32 {
     // also those written while the run is being set up (contract §1).
     let run_id = crate::run::new_run_id();
     crate::logging::init(&run_id[..8]);
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => return clap_error(e),
-    };
+    match Cli::try_parse() {
+        Ok(cli) => dispatch(cli, run_id).await,
+        Err(e) => clap_error(e),
+    }
+}
+
+async fn dispatch(cli: Cli, run_id: String) -> i32 {
     match cli.command {
         Command::Run(args) => run::run(*args, cli.config, run_id).await,
         Command::Agents { json, overrides } => agents::agents(cli.config, overrides, json),
@@ -40,7 +49,7 @@ pub async fn main() -> i32 {
         Command::Man => docs::man(),
         Command::Mcp {
             action: args::McpAction::List { json, mcp_config },
-        } => mcp_cmd::list(cli.config, mcp_config, json).await,
+        } => mcp_list(cli.config, mcp_config, json).await,
     }
 }
 

@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs, config_path: Option<PathBuf>, run_id: String) ->
     }
 }
 
-fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
+pub(super) fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
     // Usage errors outrank configuration errors (§4), so they are all checked first.
@@ -58,6 +58,7 @@ fn prepare(args: RunArgs, config_path: Option<PathBuf>) -> Result<RunSpec> {
         mcp_configs: args.mcp_config.clone(),
         model: args.model.clone(),
     })?;
+    super::features::check_mcp(&loaded.config)?;
     let web = super::web::web_tools(&mut loaded, args.web)?;
     let cfg = &loaded.config;
     let allow_bash = cfg.sandbox.bash_allowed(args.allow_bash);
@@ -344,7 +345,7 @@ fn check_usage(args: &RunArgs, cwd: &Path) -> Result<Checked> {
         .output_schema
         .as_deref()
         .map(|path| {
-            OutputSchema::load(&cwd.join(path))
+            super::features::output_schema(&cwd.join(path))
                 .map(Arc::new)
                 .map_err(|why| usage(format!("--output-schema {} {why}", path.display())))
         })

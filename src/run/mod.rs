@@ -3,6 +3,10 @@
 //! code. Everything from `run_started` on ends with exactly one `run_completed`.
 
 pub mod each;
+#[cfg(feature = "mcp")]
+mod mcp;
+#[cfg(not(feature = "mcp"))]
+mod no_mcp;
 pub mod output_file;
 pub mod scratch;
 mod signals;
@@ -14,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[cfg(not(feature = "mcp"))]
+use no_mcp as mcp;
 pub use spec::{LeadModel, RunSpec};
 
 use crate::agent::guards::Budget;
@@ -95,7 +101,7 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         }
     };
     let ((mcp, mcp_failure), sandbox_failure) =
-        tokio::join!(start_mcp(&mut spec, &events, &control), sandbox_start);
+        tokio::join!(mcp::start(&mut spec, &events, &control), sandbox_start);
     let shared = Arc::new(RunShared {
         ledger: Arc::new(Ledger::new(spec.prices.clone())),
         budget: Budget::new(spec.max_tokens),
@@ -146,14 +152,10 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
     if let Some(s) = &scheduler {
         s.shutdown(&control).await;
     }
-    let stop = if control.cancel.is_cancelled() {
-        crate::mcp::StopTimes::HURRIED
-    } else {
-        crate::mcp::StopTimes::NORMAL
-    };
     // The sandbox's containers go on every path, before `run_completed` says the run is over.
     let sandbox_stop = tokio::time::timeout(sandbox_stop_bound(&control), sandbox.stop());
-    let (_, _) = tokio::join!(mcp.stop(stop), sandbox_stop);
+    let hurried = control.cancel.is_cancelled();
+    let (_, _) = tokio::join!(mcp::stop(mcp, hurried), sandbox_stop);
     let tasks = with_resumed(
         scheduler.as_ref().map(|s| s.counts()).unwrap_or_default(),
         Resumed::of(item_log.as_deref(), lead_replay.as_deref()),
@@ -243,87 +245,6 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         crate::workspace::process::kill_orphans();
     }
     code
-}
-
-/// Starts the run's MCP servers (in parallel, interrupted by a stop) and registers their
-/// tools; `mcp_server_started` for each that is up, `mcp_server_failed` for each that is
-/// not. Returns the running servers and, when a required server failed, the run's error.
-async fn start_mcp(
-    spec: &mut RunSpec,
-    events: &EventSink,
-    control: &RunControl,
-) -> (crate::mcp::Running, Option<String>) {
-    if spec.mcp.is_empty() {
-        return Default::default();
-    }
-    let ctx = crate::mcp::StartContext {
-        workspace: spec.workspace.root().to_path_buf(),
-        groups: spec.workspace.processes().clone(),
-        base_env: spec.limits.child_env.clone(),
-    };
-    let mut registry = (*spec.tools).clone();
-    let (running, outcomes) = tokio::select! {
-        r = crate::mcp::start_all(&spec.mcp, &ctx, &mut registry) => r,
-        _ = control.cancel.cancelled() => {
-            // Servers still starting are dropped (their leaders die with their handles);
-            // no tool has run yet, so every live group is one of theirs.
-            spec.workspace.processes().kill_all();
-            return Default::default();
-        }
-    };
-    spec.tools = Arc::new(registry);
-    let mut failure = None;
-    for o in outcomes {
-        match o {
-            crate::mcp::Outcome::Started {
-                server,
-                transport,
-                tools,
-                duration_ms,
-                renamed,
-            } => {
-                let renamed = crate::mcp::renamed_warning(&server, &renamed);
-                events.emit(Event::McpServerStarted {
-                    server: server.clone(),
-                    transport,
-                    tools,
-                    duration_ms,
-                });
-                if let Some(message) = renamed {
-                    events.emit(Event::Warning {
-                        code: WarningCode::McpToolRenamed,
-                        message,
-                        retry: None,
-                        rate: None,
-                        server: Some(server),
-                        tool: None,
-                    });
-                }
-            }
-            crate::mcp::Outcome::Failed {
-                server,
-                required,
-                error,
-            } => {
-                let message = format!("MCP server '{server}' failed to start: {error}");
-                if required && failure.is_none() {
-                    failure = Some(format!("required {message}"));
-                }
-                events.emit(Event::Warning {
-                    code: WarningCode::McpServerFailed,
-                    message,
-                    retry: None,
-                    rate: None,
-                    server: Some(server),
-                    tool: None,
-                });
-            }
-        }
-    }
-    if failure.is_some() {
-        running.stop(crate::mcp::StopTimes::NORMAL).await;
-    }
-    (running, failure)
 }
 
 /// Until when the writer may drain. A run that ends normally waits for its reader however

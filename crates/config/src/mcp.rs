@@ -91,7 +91,7 @@ fn resolve_one(
     env: &Env,
     secrets: &mut Vec<String>,
 ) -> Result<McpServer, Vec<String>> {
-    let at = label(name, &e.origin);
+    let at = e.key_path(name);
     let claude = matches!(e.origin, McpOrigin::McpConfig(_));
     let mut problems = Vec::new();
     let mut get = |raw: &str, key: String, secret: bool| -> String {
@@ -224,12 +224,15 @@ fn header_problems(at: &str, headers: &[(String, String)]) -> Vec<String> {
     out
 }
 
-/// How messages name an entry: its key path in the config, or its file and path there.
-fn label(name: &str, origin: &McpOrigin) -> String {
-    match origin {
-        McpOrigin::Config => format!("mcp_servers.{name}"),
-        McpOrigin::Extensions(p) | McpOrigin::McpConfig(p) => {
-            format!("{}: mcpServers.{name}", p.display())
+impl McpServerEntry {
+    /// Where server `name` is configured, as messages name it: its key path in the config
+    /// (`mcp_servers.NAME`), or its file and path there (`FILE: mcpServers.NAME`).
+    pub fn key_path(&self, name: &str) -> String {
+        match &self.origin {
+            McpOrigin::Config => format!("mcp_servers.{name}"),
+            McpOrigin::Extensions(p) | McpOrigin::McpConfig(p) => {
+                format!("{}: mcpServers.{name}", p.display())
+            }
         }
     }
 }

@@ -654,6 +654,7 @@ fn thinking_settings_become_the_thinking_config() {
     );
 }
 
+#[cfg(feature = "output-schema")]
 #[test]
 fn the_output_schema_is_sent_where_the_model_takes_it_with_tools() {
     let schema = Arc::new(

@@ -249,8 +249,6 @@ fn wire_tool(tool: &ToolSpec) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::super::test_data::{request, time_tool};
     use super::*;
     use crate::Reasoning;
@@ -473,8 +471,10 @@ mod tests {
         assert_eq!(request_body(&settings, &req).to_string(), bytes);
     }
 
+    #[cfg(feature = "output-schema")]
     #[test]
     fn an_output_schema_becomes_the_text_format() {
+        use std::sync::Arc;
         let settings = HttpSettings::new("gpt-4.1", "http://x/v1", None);
         let closed = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
                             "required": ["ok"], "additionalProperties": false});
