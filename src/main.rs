@@ -7,6 +7,9 @@ fn main() {
         let msg = info.to_string().replace('\n', " ");
         deerflow::logging::error(&format!("internal error: {msg}"));
     }));
+    if let Some(code) = deerflow::cli::version_only() {
+        std::process::exit(code);
+    }
     // One thread runs every agent: a run's async work is waiting on model servers and tool
     // threads, and a second worker cost more in wake-ups between the two (~15 % of the CPU
     // per model call, issue 13) than it bought (a 100,000-task fan-out takes as long on
