@@ -36,16 +36,19 @@ fn version_text(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<St
         .then(|| format!("deerflow {}\n", env!("CARGO_PKG_VERSION")))
 }
 
-/// Parses the command line and runs the command; returns the exit code.
-pub async fn main() -> i32 {
+/// Parses the command line before the runtime is built: help, usage errors and clap's other
+/// answers need neither it nor the log subscriber. `Err` is the exit code of such an answer,
+/// already given.
+pub fn parse() -> Result<Cli, i32> {
+    Cli::try_parse().map_err(clap_error)
+}
+
+/// Runs a parsed command; returns the exit code.
+pub async fn main(cli: Cli) -> i32 {
     // Every log line from here on carries the trace id and the level the environment sets,
     // also those written while the run is being set up (contract §1).
     let run_id = crate::run::new_run_id();
     crate::logging::init(&run_id[..8]);
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => return clap_error(e),
-    };
     match cli.command {
         Command::Run(args) => run::run(*args, cli.config, run_id).await,
         Command::Agents { json, overrides } => agents::agents(cli.config, overrides, json),
@@ -198,6 +201,16 @@ mod tests {
             Some(clap_line.as_str())
         );
         assert_eq!(version_of(&["-V"]).as_deref(), Some(clap_line.as_str()));
+    }
+
+    // A plain test, no tokio runtime around it: parsing must not need one (main.rs builds
+    // the runtime only for a command line that parsed).
+    #[test]
+    fn a_command_line_parses_without_a_runtime() {
+        let cli = Cli::try_parse_from(["deerflow", "-c", "x.yaml", "run", "--json", "go"]);
+        let cli = cli.map_err(|e| e.to_string()).unwrap();
+        assert!(matches!(cli.command, Command::Run(_)));
+        assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("x.yaml")));
     }
 
     #[test]
