@@ -25,18 +25,40 @@ use features::mcp_list;
 #[cfg(feature = "mcp")]
 use mcp_cmd::list as mcp_list;
 
-/// Parses the command line and runs the command; returns the exit code.
-pub async fn main() -> i32 {
+/// `deerflow --version` (or `-V`) and nothing else: clap's line, printed without building
+/// clap's command tree, the async runtime or the log subscriber. Those touch about 2 MiB
+/// more of the binary's pages than printing one line does (issue 21: ≤ 5 MiB RSS); every
+/// other command line, `--version` among other arguments included, goes through clap.
+pub fn version_only() -> Option<i32> {
+    version_text(std::env::args_os().skip(1)).map(|text| docs::print(&text))
+}
+
+/// What clap prints for `--version` when `args` (the arguments after the program name) are
+/// that flag alone.
+fn version_text(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    let flag = args.next()?;
+    let alone = args.next().is_none();
+    (alone && (flag == "--version" || flag == "-V"))
+        .then(|| format!("deerflow {}\n", env!("CARGO_PKG_VERSION")))
+}
+
+/// Parses the command line before the runtime is built: help, usage errors and clap's other
+/// answers need neither it nor the log subscriber. `Err` is the exit code of such an answer,
+/// already given.
+pub fn parse() -> Result<Cli, i32> {
+    Cli::try_parse().map_err(clap_error)
+}
+
+/// Runs a parsed command; returns the exit code.
+pub async fn main(cli: Cli) -> i32 {
     // Every log line from here on carries the trace id and the level the environment sets,
     // also those written while the run is being set up (contract §1).
     let run_id = crate::run::new_run_id();
     crate::logging::init(&run_id[..8]);
-    match Cli::try_parse() {
-        Ok(cli) => dispatch(cli, run_id).await,
-        Err(e) => clap_error(e),
-    }
+    dispatch(cli, run_id).await
 }
 
+/// Runs a parsed command under the run id the log lines carry.
 async fn dispatch(cli: Cli, run_id: String) -> i32 {
     match cli.command {
         Command::Run(args) => run::run(*args, cli.config, run_id).await,
@@ -170,4 +192,50 @@ pub fn tool_name_warnings(cfg: &crate::config::Config) -> Vec<String> {
 pub fn config_error(e: &crate::config::ConfigError) -> i32 {
     let msg = e.to_string();
     error::config_line(msg.trim_start_matches("config error: "))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn version_of(args: &[&str]) -> Option<String> {
+        version_text(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn the_early_version_is_clap_s_own_line() {
+        let clap_line = Cli::command().render_version().to_string();
+        assert_eq!(
+            version_of(&["--version"]).as_deref(),
+            Some(clap_line.as_str())
+        );
+        assert_eq!(version_of(&["-V"]).as_deref(), Some(clap_line.as_str()));
+    }
+
+    // A plain test, no tokio runtime around it: parsing must not need one (main.rs builds
+    // the runtime only for a command line that parsed).
+    #[test]
+    fn a_command_line_parses_without_a_runtime() {
+        let cli = Cli::try_parse_from(["deerflow", "-c", "x.yaml", "run", "--json", "go"]);
+        let cli = cli.map_err(|e| e.to_string()).unwrap();
+        assert!(matches!(cli.command, Command::Run(_)));
+        assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("x.yaml")));
+    }
+
+    #[test]
+    fn any_other_command_line_goes_through_clap() {
+        for args in [
+            &[][..],
+            &["--version", "run"],
+            &["-c", "x.yaml", "--version"],
+            &["run", "--version"],
+            &["--versio"],
+            &["-v"],
+            &["--help"],
+        ] {
+            assert_eq!(version_of(args), None, "{args:?}");
+        }
+    }
 }
