@@ -13,7 +13,7 @@ use tokio::io::AsyncBufReadExt;
 use super::harness::{cassette, deerflow, workspace};
 use crate::support::{MockServer, Reply, Rule};
 
-fn config(dir: &Path, server: &MockServer) {
+pub(super) fn config(dir: &Path, server: &MockServer) {
     let yaml = format!(
         "models:\n  - {{name: lead, use: openai, model: m-lead, base_url: '{}', api_key: sk-test}}\n",
         server.url()
@@ -21,7 +21,7 @@ fn config(dir: &Path, server: &MockServer) {
     std::fs::write(dir.join("deerflow.yaml"), yaml).unwrap();
 }
 
-fn ledger_lines(dir: &Path) -> Vec<Value> {
+pub(super) fn ledger_lines(dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("st/ledger.jsonl")).unwrap_or_default();
     text.lines()
         .skip(1)

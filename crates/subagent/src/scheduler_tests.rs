@@ -86,6 +86,7 @@ impl Fixture {
                 max_tasks,
                 output_schema: None,
                 item_images: Vec::new(),
+                end_hook: None,
             },
         );
         let ctx = ToolContext {
