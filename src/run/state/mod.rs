@@ -284,3 +284,81 @@ impl StateDir {
             .or_else(|| self.writer.failure().map(|e| self.described(e)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn purpose() -> Purpose {
+        Purpose {
+            prompt: "go".into(),
+            each: false,
+            agent: None,
+            model: "m".into(),
+            output_schema: None,
+            images: vec![],
+            shard: None,
+        }
+    }
+
+    fn task(id: &str, status: &str) -> Entry {
+        Entry::Task(TaskEnded {
+            task_id: id.into(),
+            description: " count ".into(),
+            prompt: "count it".into(),
+            subagent_type: "general-purpose".into(),
+            status: status.into(),
+            text: format!("{id} said so"),
+            usage: UsageTotals {
+                input_tokens: 3,
+                output_tokens: 1,
+                total_tokens: 4,
+            },
+            turns: 2,
+            duration_ms: 9,
+        })
+    }
+
+    fn tool(id: &str) -> Entry {
+        Entry::Tool(ToolEnd {
+            call_id: id.into(),
+            name: "task".into(),
+            ok: true,
+            output: format!("Task Succeeded. Result: {id} said so"),
+            task: Some(TaskAsked {
+                description: "count".into(),
+                prompt: "count it".into(),
+                subagent_type: "general-purpose".into(),
+                result: format!("{id} said so"),
+            }),
+        })
+    }
+
+    /// A completed task is taken from its own line (with what its event reported) or,
+    /// in a ledger written before those lines, from its call's `tool` line; both lines
+    /// of one task are one task; a failed one is not taken.
+    #[test]
+    fn a_lead_task_is_read_back_once_from_either_line_and_only_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = dir.path().join("st");
+        let entries = [
+            task("c1", "completed"),
+            tool("c1"),
+            task("c2", "failed"),
+            tool("c3"),
+            task("c4", "completed"),
+        ];
+        std::fs::create_dir(&st).unwrap();
+        let w = Writer::open(&st.join("ledger.jsonl"), 0, Some(&purpose())).unwrap();
+        let tickets: Vec<Ticket> = entries.iter().map(|e| w.append(e).unwrap()).collect();
+        tickets.iter().for_each(Ticket::wait);
+        drop(w);
+        let state = StateDir::open(&st, &purpose(), false).unwrap();
+        let tasks = state.take_lead().tasks;
+        let ids: Vec<&str> = tasks.iter().map(|t| t.ran_as.as_str()).collect();
+        assert_eq!(ids, ["c1", "c3", "c4"]);
+        assert_eq!((tasks[0].turns, tasks[0].usage.total_tokens), (2, 4));
+        assert_eq!(tasks[0].asked.result, "c1 said so");
+        assert_eq!((tasks[1].turns, tasks[1].duration_ms), (0, 0));
+    }
+}
