@@ -28,6 +28,7 @@ use crate::agent::{run_agent, Agent, AgentEnd, LeadObserver, RunControl, RunShar
 use crate::events::{start_writer, Event, EventSink, OnStdoutLost, Output, WarningCode};
 use crate::model::AgentId;
 use crate::outcome::{exit_code, status_for_cause, RunStatus, StopCause, EXIT_SIGPIPE};
+use crate::subagent::record::EndHook;
 use crate::subagent::scheduler::SchedulerLimits;
 use crate::subagent::task_tool::TaskTool;
 use crate::subagent::Scheduler;
@@ -118,11 +119,16 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             Some(st) => state::tasks::with_ledger(&setup, st),
             None => setup,
         };
+        let end_hook: Option<Arc<dyn EndHook>> = match (&item_log, &spec.state) {
+            (Some(log), _) => Some(log.clone()),
+            (None, Some(st)) => Some(Arc::new(state::tasks::TaskEnds(st.clone()))),
+            (None, None) => None,
+        };
         Scheduler::new(
             setup,
             shared.clone(),
             events.clone(),
-            scheduler_limits(&spec, item_log.is_some()),
+            scheduler_limits(&spec, item_log.is_some(), end_hook),
         )
     });
     let lead_replay = spec.state.clone().filter(|_| item_log.is_none()).map(|st| {
@@ -337,7 +343,13 @@ fn run_started(spec: &RunSpec) -> Event {
 }
 
 /// An `--each` run has no task limit (§15), and each item answers to the output schema.
-fn scheduler_limits(spec: &RunSpec, items: bool) -> SchedulerLimits {
+/// `end_hook` hears every task's end: the item log's with `--each`, the ledger's in a lead
+/// run with `--state`.
+fn scheduler_limits(
+    spec: &RunSpec,
+    items: bool,
+    end_hook: Option<Arc<dyn EndHook>>,
+) -> SchedulerLimits {
     SchedulerLimits {
         workspace: spec.workspace.clone(),
         limits: spec.limits.clone(),
@@ -354,6 +366,7 @@ fn scheduler_limits(spec: &RunSpec, items: bool) -> SchedulerLimits {
         } else {
             Vec::new()
         },
+        end_hook,
     }
 }
 

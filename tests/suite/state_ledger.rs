@@ -13,7 +13,7 @@ use tokio::io::AsyncBufReadExt;
 use super::harness::{cassette, deerflow, workspace};
 use crate::support::{MockServer, Reply, Rule};
 
-fn config(dir: &Path, server: &MockServer) {
+pub(super) fn config(dir: &Path, server: &MockServer) {
     let yaml = format!(
         "models:\n  - {{name: lead, use: openai, model: m-lead, base_url: '{}', api_key: sk-test}}\n",
         server.url()
@@ -21,7 +21,7 @@ fn config(dir: &Path, server: &MockServer) {
     std::fs::write(dir.join("deerflow.yaml"), yaml).unwrap();
 }
 
-fn ledger_lines(dir: &Path) -> Vec<Value> {
+pub(super) fn ledger_lines(dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("st/ledger.jsonl")).unwrap_or_default();
     text.lines()
         .skip(1)
@@ -41,8 +41,8 @@ fn responses_of(lines: &[Value], agent: &str) -> usize {
 }
 
 /// Runs deerflow with `args` in `dir`, reading its events as they come: when a `usage`
-/// event (one per model response) or an item's terminal event is read, the ledger must
-/// already hold what it reports. Returns the events and the exit code.
+/// event (one per model response) or the terminal event of an item or a lead's task is
+/// read, the ledger must already hold what it reports. Returns the events and the exit code.
 async fn run_watching_the_ledger(dir: &Path, args: &[&str]) -> (Vec<Value>, i32) {
     let mut child = deerflow(args).cwd(dir).command().spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -61,23 +61,22 @@ async fn run_watching_the_ledger(dir: &Path, args: &[&str]) -> (Vec<Value>, i32)
                 "response {n} of {agent} reported before the ledger held it ({held})"
             );
         }
-        if e["type"].as_str().is_some_and(|t| t.starts_with("task_")) && e["item_index"].is_u64() {
-            let ended = [
-                "task_completed",
-                "task_failed",
-                "task_timed_out",
-                "task_cancelled",
-            ];
-            if ended.contains(&e["type"].as_str().unwrap()) && e.get("resumed").is_none() {
-                let held = ledger_lines(dir)
-                    .iter()
-                    .any(|l| l["kind"] == "item" && l["index"] == e["item_index"]);
-                assert!(
-                    held,
-                    "the end of item {} was reported before the ledger held it",
-                    e["item_index"]
-                );
-            }
+        let ended = [
+            "task_completed",
+            "task_failed",
+            "task_timed_out",
+            "task_cancelled",
+        ];
+        let kind = e["type"].as_str().unwrap_or_default();
+        if ended.contains(&kind) && e.get("resumed").is_none() {
+            // An item's end, or a lead task's.
+            let held = ledger_lines(dir)
+                .iter()
+                .any(|l| match e["item_index"].as_u64() {
+                    Some(i) => l["kind"] == "item" && l["index"] == i,
+                    None => l["kind"] == "task" && l["task_id"] == e["task_id"],
+                });
+            assert!(held, "{e} was reported before the ledger held it");
         }
         events.push(e);
     }
@@ -138,7 +137,10 @@ async fn every_response_of_the_lead_and_its_sub_agents_is_in_the_ledger_before_i
     assert_eq!(responses, server.request_count(), "{lines:#?}");
     assert_eq!(responses_of(&lines, "lead"), 2);
     for (id, part) in [("call_1", "part 1"), ("call_2", "part 2")] {
-        let mine: Vec<&Value> = lines.iter().filter(|l| l["task_id"] == id).collect();
+        let mine: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["kind"] == "task_response" && l["task_id"] == id)
+            .collect();
         let turns: Vec<&Value> = mine.iter().map(|l| &l["turn"]).collect();
         assert_eq!(turns, [0, 1], "{id}");
         assert!(mine.iter().all(|l| l["description"] == part));
@@ -146,6 +148,19 @@ async fn every_response_of_the_lead_and_its_sub_agents_is_in_the_ledger_before_i
         assert_eq!(mine[0]["response"]["tool_calls"][0]["name"], "ls");
         assert_eq!(mine[1]["response"]["text"], "sub done");
         assert_eq!(mine[1]["response"]["usage"]["total_tokens"], 10);
+        // Its end, with what a resume matches it by.
+        let end: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["kind"] == "task" && l["task_id"] == id)
+            .collect();
+        assert_eq!(end.len(), 1, "{id}");
+        assert_eq!(end[0]["status"], "completed");
+        assert_eq!(end[0]["text"], "sub done");
+        assert_eq!(end[0]["description"], part);
+        assert_eq!(end[0]["prompt"], part.replace("part", "SUBTASK"));
+        assert_eq!(end[0]["subagent_type"], "general-purpose");
+        assert_eq!(end[0]["turns"], 2);
+        assert_eq!(end[0]["usage"]["total_tokens"], 16);
     }
 }
 
@@ -288,8 +303,9 @@ async fn record_with_state_writes_the_responses_of_resumed_items() {
     assert_eq!(rec["tasks"]["item 2"][0]["text"], "x", "{rec}");
 }
 
-/// Ledgers written before sub-agents' responses were recorded have none of those lines:
-/// they resume as they did.
+/// Ledgers written before sub-agents' responses and lead tasks' ends were recorded have
+/// none of those lines (a task is held by its call's `tool` line only): they resume as
+/// they did.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ledger_without_sub_agent_responses_still_resumes() {
     let ws = workspace();
@@ -298,7 +314,11 @@ async fn a_ledger_without_sub_agent_responses_still_resumes() {
     let model = format!("replay:{}", c.display());
     let args = ["run", "--json", "-m", &model, "--state", "st", "go"];
     assert_eq!(deerflow(args).cwd(dir).json().await.code, 0);
-    strip_task_responses(&dir.join("st/ledger.jsonl"));
+    let ledger = dir.join("st/ledger.jsonl");
+    assert!(std::fs::read_to_string(&ledger)
+        .unwrap()
+        .contains(r#"{"kind":"task","#));
+    strip_task_responses(&ledger);
     std::fs::write(&c, fail_every_call().to_string()).unwrap();
     let again = deerflow(args).cwd(dir).json().await;
     assert_eq!(again.code, 0, "{}", again.stderr);
@@ -334,9 +354,12 @@ async fn a_ledger_without_sub_agent_responses_still_resumes() {
 fn strip_task_responses(ledger: &Path) {
     let text = std::fs::read_to_string(ledger).unwrap();
     assert!(text.contains(r#""kind":"task_response""#));
+    let newer = |l: &str| {
+        l.starts_with(r#"{"kind":"task_response""#) || l.starts_with(r#"{"kind":"task","#)
+    };
     let old: String = text
         .lines()
-        .filter(|l| !l.contains(r#""kind":"task_response""#))
+        .filter(|l| !newer(l))
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(ledger, old).unwrap();

@@ -4,24 +4,24 @@
 
 use std::sync::Arc;
 
-use super::record::{EndHook, TaskRecord};
+use super::record::TaskRecord;
 use super::scheduler::{Admission, Scheduler};
 use super::task_tool::run_admitted;
 use super::SubagentType;
 
 impl Scheduler {
-    /// Accepts the item and starts it (`task_started`). `None` when the run's task limit
-    /// is reached (an `--each` run sets none) or the run stopped before it could start.
+    /// Accepts the item and starts it (`task_started`); the run's end hook hears its end.
+    /// `None` when the run's task limit is reached (an `--each` run sets none) or the run
+    /// stopped before it could start.
     pub fn start_item(
         self: &Arc<Self>,
         index: u64,
         prompt: &str,
         kind: Arc<SubagentType>,
-        hook: Arc<dyn EndHook>,
     ) -> Option<Arc<TaskRecord>> {
         let id = format!("item-{index}");
         let description = format!("item {index}");
-        let rec = TaskRecord::new(&id, &description, prompt, kind).for_item(index, hook);
+        let rec = TaskRecord::new(&id, &description, prompt, kind).for_item(index);
         let rec = self.accept_record(rec)?;
         match self.admit(&rec) {
             Admission::Now => Some(rec),

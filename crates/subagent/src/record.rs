@@ -19,8 +19,9 @@ use deerflow_tools::task_end::{TaskEnd, TaskStatus};
 use deerflow_tools::ToolOutput;
 
 /// Told of a task's end before its terminal event is emitted: `--each` writes the item's
-/// result line here (contract §15), and a ledger that must hold an end before the event
-/// says it belongs here too. The gate it returns holds the terminal event back until it
+/// result line here, and the `--state` ledger every item's and every lead task's end
+/// (contract §15: on disk before the event says it). The scheduler holds the run's one
+/// hook and gives it to every task it accepts. The gate it returns holds the terminal event back until it
 /// opens (the ledger's entry on disk) without holding the run's thread.
 pub trait EndHook: Send + Sync {
     fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) -> Option<Gate>;
@@ -46,7 +47,8 @@ pub struct TaskRecord {
     pub(super) seq: u32,
     /// The `--each` item it runs, carried by its events as `item_index`.
     pub item: Option<u64>,
-    end_hook: Option<Arc<dyn EndHook>>,
+    /// Set by the scheduler when it accepts the task.
+    pub(super) end_hook: Option<Arc<dyn EndHook>>,
     pub state: StateCell,
     /// Made when the sub-agent is built: a fan-out's queued tasks do not carry one.
     progress: OnceLock<Arc<Progress>>,
@@ -86,10 +88,9 @@ impl TaskRecord {
         }
     }
 
-    /// Makes this the task of `--each` item `index`, whose end `hook` hears first.
-    pub fn for_item(mut self, index: u64, hook: Arc<dyn EndHook>) -> Self {
+    /// Makes this the task of `--each` item `index`.
+    pub fn for_item(mut self, index: u64) -> Self {
         self.item = Some(index);
-        self.end_hook = Some(hook);
         self
     }
 

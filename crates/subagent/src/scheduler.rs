@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::record::TaskRecord;
+use super::record::{EndHook, TaskRecord};
 use super::state::TaskState;
 use super::{SubagentSetup, SubagentType};
 use deerflow_agent::RunShared;
@@ -29,6 +29,9 @@ pub struct SchedulerLimits {
     pub output_schema: Option<Arc<OutputSchema>>,
     /// `--each` with `--image`: every item's task message carries them (§14).
     pub item_images: Vec<deerflow_model::image::Image>,
+    /// Told of every accepted task's end before its terminal event: `--each`'s item log,
+    /// or the `--state` ledger of a lead's tasks (contract §15).
+    pub end_hook: Option<Arc<dyn EndHook>>,
 }
 
 #[derive(Default)]
@@ -49,6 +52,7 @@ pub struct Scheduler {
     max_tasks: u32,
     pub(super) output_schema: Option<Arc<OutputSchema>>,
     pub(super) item_images: Vec<deerflow_model::image::Image>,
+    end_hook: Option<Arc<dyn EndHook>>,
     slots: Mutex<Slots>,
     tasks: Mutex<Tasks>,
     /// Each sub-agent type's prompt and tools, built by its first task.
@@ -99,6 +103,7 @@ impl Scheduler {
             max_tasks: limits.max_tasks,
             output_schema: limits.output_schema,
             item_images: limits.item_images,
+            end_hook: limits.end_hook,
             slots: Mutex::default(),
             tasks: Mutex::default(),
             kits: Mutex::default(),
@@ -168,13 +173,15 @@ impl Scheduler {
         self.accept_record(TaskRecord::new(call_id, description, prompt, kind))
     }
 
-    /// Accepts a record built by the caller, unless the run's task limit is reached.
+    /// Accepts a record built by the caller, unless the run's task limit is reached; the
+    /// run's end hook hears its end.
     pub fn accept_record(&self, mut rec: TaskRecord) -> Option<Arc<TaskRecord>> {
         let mut tasks = lock(&self.tasks);
         if tasks.accepted >= self.max_tasks {
             return None;
         }
         rec.seq = tasks.accepted;
+        rec.end_hook = self.end_hook.clone();
         let rec = Arc::new(rec);
         tasks.accepted += 1;
         tasks.live.insert(rec.seq, rec.clone());

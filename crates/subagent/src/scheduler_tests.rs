@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::record::TaskRecord;
+use super::record::{EndHook, Ended, TaskRecord};
 use super::scheduler::{Admission, Scheduler, SchedulerLimits};
 use super::state::TaskState;
 use super::task_tool::TaskTool;
@@ -54,6 +54,17 @@ impl Fixture {
         max_tasks: u32,
         max_turns: u32,
     ) -> Self {
+        Self::hooked(script, max_concurrent, max_tasks, max_turns, None)
+    }
+
+    /// With `end_hook` told of every task's end.
+    fn hooked(
+        script: Vec<Result<ModelResponse, ModelError>>,
+        max_concurrent: u32,
+        max_tasks: u32,
+        max_turns: u32,
+        end_hook: Option<Arc<dyn EndHook>>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Arc::new(Workspace::new(dir.path(), None).unwrap());
         let limits = Arc::new(SandboxLimits::default());
@@ -86,6 +97,7 @@ impl Fixture {
                 max_tasks,
                 output_schema: None,
                 item_images: Vec::new(),
+                end_hook,
             },
         );
         let ctx = ToolContext {
@@ -399,4 +411,76 @@ async fn a_run_stopping_wakes_its_queued_tasks_and_they_cancel_themselves() {
         f.task_events().await,
         expect.map(|(t, id)| (t.to_string(), id.to_string()))
     );
+}
+
+/// A task's id, description and prompt, with how it ended.
+type HeardEnd = (String, String, String, TaskStatus, String);
+
+/// Records each end it hears and hands back a gate.
+#[derive(Default)]
+struct Heard(Mutex<Vec<HeardEnd>>);
+
+impl EndHook for Heard {
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) -> Option<deerflow_events::Gate> {
+        let what = (
+            rec.id().to_string(),
+            rec.description().to_string(),
+            rec.prompt().to_string(),
+            end.status,
+            end.text.to_string(),
+        );
+        self.0.lock().unwrap().push(what);
+        Some(deerflow_events::Gate::new(|| {}))
+    }
+}
+
+/// The scheduler's end hook hears every task it accepts — a lead's `task` call as an
+/// item would be — and the terminal event waits at the gate it returns.
+#[tokio::test]
+async fn the_end_hook_hears_every_task_and_its_terminal_event_waits_at_its_gate() {
+    let heard = Arc::new(Heard::default());
+    let script = vec![text("all good"), Err(ModelError::Script("down".into()))];
+    let hook: Arc<dyn EndHook> = heard.clone();
+    let f = Fixture::hooked(script, 1, 3, 5, Some(hook));
+    f.task("t1", " first ", "general-purpose").await;
+    f.task("t2", "second", "general-purpose").await;
+    let got = heard.0.lock().unwrap().clone();
+    let expect = [
+        ("t1", "first", TaskStatus::Completed, "all good"),
+        ("t2", "second", TaskStatus::Failed, "down"),
+    ];
+    let expect: Vec<_> = expect
+        .iter()
+        .map(|(id, d, s, t)| {
+            (
+                id.to_string(),
+                d.to_string(),
+                "do it".into(),
+                *s,
+                t.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, expect);
+    f.events
+        .emit(Event::warning(WarningCode::ConfigIgnored, "end_of_test"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let gated = loop {
+        let seen = f.seen.lock().unwrap().clone();
+        if seen
+            .iter()
+            .any(|e| matches!(&e.event, Event::Warning { message, .. } if message == "end_of_test"))
+        {
+            let ends = seen.iter().filter(|e| {
+                matches!(
+                    e.event,
+                    Event::TaskCompleted { .. } | Event::TaskFailed { .. }
+                )
+            });
+            break ends.map(|e| e.gate.is_some()).collect::<Vec<_>>();
+        }
+        assert!(std::time::Instant::now() < deadline, "events never arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert_eq!(gated, [true, true]);
 }

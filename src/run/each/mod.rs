@@ -248,8 +248,7 @@ fn start(
     if problem.is_none() && resume(sched, kind, log, item.index, &prompt) {
         return;
     }
-    let hook: Arc<dyn EndHook> = log.clone();
-    if let Some(rec) = sched.start_item(item.index, &prompt, kind.clone(), hook) {
+    if let Some(rec) = sched.start_item(item.index, &prompt, kind.clone()) {
         inflight.spawn(run_item(sched.clone(), rec, problem));
     }
 }

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 
 use super::ledger::{TaskAsked, ToolEnd};
 use super::tasks::ledger_error;
-use super::StateDir;
+use super::{DoneTask, StateDir};
 use crate::model::providers::replay::{from_response, to_response, RecordLog, ScriptedResponse};
 use crate::model::{
     AgentId, CallContext, CallPurpose, ChatModel, ChatRequest, ModelError, ModelLimits,
@@ -32,8 +32,8 @@ pub struct LeadReplay {
     state: Arc<StateDir>,
     responses: Mutex<Vec<Option<serde_json::Value>>>,
     tools: Mutex<HashMap<String, ToolEnd>>,
-    /// Completed tasks of the ledger, each with the id it ran under.
-    tasks: Mutex<Vec<(String, TaskAsked)>>,
+    /// Completed tasks of the ledger.
+    tasks: Mutex<Vec<DoneTask>>,
     /// The calls of the responses replayed: only they may take a recorded result (a live
     /// response may reuse an id, a replay model's are derived from the turn).
     replayed_calls: Mutex<std::collections::HashSet<String>>,
@@ -136,11 +136,13 @@ impl LeadReplay {
         lock(&self.tools).remove(id)
     }
 
-    /// A completed task of the ledger asked the same, taken, with the id it ran under.
-    fn completed_task(&self, args: &TaskArgs) -> Option<(String, TaskAsked)> {
+    /// A completed task of the ledger asked the same, taken. The task tool trims the
+    /// description (a task's own line holds it trimmed, its call's `tool` line as asked).
+    fn completed_task(&self, args: &TaskArgs) -> Option<DoneTask> {
         let mut g = lock(&self.tasks);
-        let at = g.iter().position(|(_, t)| {
-            t.description == args.description
+        let at = g.iter().position(|d| {
+            let t = &d.asked;
+            t.description.trim() == args.description.trim()
                 && t.prompt == args.prompt
                 && t.subagent_type == args.subagent_type
         })?;
@@ -266,24 +268,24 @@ impl LedgerTool {
     fn resume_task(&self, call: &ToolCall, args: &TaskArgs) -> Option<ToolOutput> {
         let sched = self.replay.scheduler.as_ref()?;
         let kind = sched.find_type(&args.subagent_type)?;
-        let (ran_as, done) = self.replay.completed_task(args)?;
+        let done = self.replay.completed_task(args)?;
         lock(&self.replay.tools).remove(&call.id);
         if let Some(log) = &self.replay.record {
             let agent = AgentId::Task {
                 description: args.description.clone(),
                 task_id: call.id.clone(),
             };
-            super::tasks::record_resumed(log, &self.replay.state, &ran_as, agent);
+            super::tasks::record_resumed(log, &self.replay.state, &done.ran_as, agent);
         }
         let r = Resumed {
-            result: &done.result,
-            usage: Default::default(),
-            turns: 0,
-            duration_ms: 0,
+            result: &done.asked.result,
+            usage: done.usage,
+            turns: done.turns,
+            duration_ms: done.duration_ms,
         };
         sched.resume_task(&call.id, None, &args.description, &kind, r);
         self.replay.resumed_tasks.fetch_add(1, Ordering::Relaxed);
-        Some(TaskEnd::new(TaskStatus::Completed, done.result).into_output())
+        Some(TaskEnd::new(TaskStatus::Completed, done.asked.result).into_output())
     }
 
     /// A result that differs from the recorded one ends the replay.

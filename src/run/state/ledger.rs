@@ -35,6 +35,10 @@ pub enum Entry {
     },
     /// A lead tool call's result, as fed back to the model.
     Tool(ToolEnd),
+    /// A lead's task ended: written before its terminal event, where the `tool` line of
+    /// its call comes only once the call returns to the lead (an earlier deerflow wrote
+    /// only that one).
+    Task(TaskEnded),
 }
 
 /// A lead tool call's result (contract §15: the ledger of a run without `--each`).
@@ -57,6 +61,23 @@ pub struct TaskAsked {
     pub subagent_type: String,
     /// The task's result (the text after `Task Succeeded. Result: `).
     pub result: String,
+}
+
+/// How a lead's task ended, with what it was asked and what its terminal event reported:
+/// a resumed run that asks the same of a completed one takes it without running it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskEnded {
+    /// The lead's call id.
+    pub task_id: String,
+    pub description: String,
+    pub prompt: String,
+    pub subagent_type: String,
+    pub status: String,
+    /// The result, or the error.
+    pub text: String,
+    pub usage: UsageTotals,
+    pub turns: u32,
+    pub duration_ms: u64,
 }
 
 /// How an item ended, with what its terminal event reported.

@@ -3,7 +3,8 @@
 //! locked for the life of the process (`lock.rs`); the ledger's first line says what it was
 //! written for (`header.rs`), the rest is appended and fsynced before the event that
 //! reports each entry (`ledger.rs`): the lead's responses and tool results (`lead.rs`),
-//! every sub-agent's responses (`tasks.rs`) and every item's end.
+//! every sub-agent's responses and every lead task's end (`tasks.rs`), and every item's
+//! end.
 
 pub mod hash;
 pub mod header;
@@ -19,8 +20,9 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::events::Gate;
+use crate::usage::UsageTotals;
 pub use header::Purpose;
-use ledger::{Entry, ItemEnd, TaskAsked, Ticket, ToolEnd, Writer};
+use ledger::{Entry, ItemEnd, TaskAsked, TaskEnded, Ticket, ToolEnd, Writer};
 use lock::DirLock;
 
 /// What earlier runs of the lead left in the ledger.
@@ -30,8 +32,37 @@ pub struct LeadRecord {
     pub responses: Vec<serde_json::Value>,
     /// Tool results by call id.
     pub tools: HashMap<String, ToolEnd>,
-    /// Completed tasks with the id of the call that ran them, in the order they ended.
-    pub tasks: Vec<(String, TaskAsked)>,
+    /// Completed tasks, in the order they ended.
+    pub tasks: Vec<DoneTask>,
+}
+
+/// A completed task of the ledger.
+#[derive(Debug, Clone)]
+pub struct DoneTask {
+    /// The id of the call that ran it.
+    pub ran_as: String,
+    pub asked: TaskAsked,
+    /// What its terminal event reported; nothing when only its `tool` line holds it.
+    pub usage: UsageTotals,
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+impl LeadRecord {
+    /// Adds a completed task unless the ledger holds it already: a task's own line comes
+    /// before its call's `tool` line, and both say it completed.
+    fn add_task(&mut self, done: DoneTask) {
+        let (a, id) = (&done.asked, &done.ran_as);
+        let known = self.tasks.iter().any(|t| {
+            t.ran_as == *id
+                && t.asked.description.trim() == a.description.trim()
+                && t.asked.prompt == a.prompt
+                && t.asked.subagent_type == a.subagent_type
+        });
+        if !known {
+            self.tasks.push(done);
+        }
+    }
 }
 
 /// An open state directory: locked, its ledger read back and open for appending.
@@ -105,9 +136,29 @@ impl StateDir {
                     }
                 }
                 Entry::TaskResponse { .. } => {}
+                Entry::Task(t) if t.status == "completed" => lead.add_task(DoneTask {
+                    asked: TaskAsked {
+                        description: t.description,
+                        prompt: t.prompt,
+                        subagent_type: t.subagent_type,
+                        result: t.text,
+                    },
+                    ran_as: t.task_id,
+                    usage: t.usage,
+                    turns: t.turns,
+                    duration_ms: t.duration_ms,
+                }),
+                // Run again on resume, as a call that never ended is.
+                Entry::Task(_) => {}
                 Entry::Tool(t) => {
-                    if let Some(task) = t.task.clone() {
-                        lead.tasks.push((t.call_id.clone(), task));
+                    if let Some(asked) = t.task.clone() {
+                        lead.add_task(DoneTask {
+                            ran_as: t.call_id.clone(),
+                            asked,
+                            usage: UsageTotals::default(),
+                            turns: 0,
+                            duration_ms: 0,
+                        });
                     }
                     lead.tools.insert(t.call_id.clone(), t);
                 }
@@ -143,7 +194,16 @@ impl StateDir {
     /// next item; the event goes out, the ledger does not hold it: a resume runs the item
     /// again).
     pub fn item_ended(&self, end: &ItemEnd) -> Option<Gate> {
-        let ticket = self.queue(&Entry::Item(end.clone())).ok()?;
+        self.gated(&Entry::Item(end.clone()))
+    }
+
+    /// Records a lead task's end, as [`item_ended`](Self::item_ended) does an item's.
+    pub fn task_ended(&self, end: TaskEnded) -> Option<Gate> {
+        self.gated(&Entry::Task(end))
+    }
+
+    fn gated(&self, entry: &Entry) -> Option<Gate> {
+        let ticket = self.queue(entry).ok()?;
         Some(Gate::new(move || ticket.wait()))
     }
 
@@ -222,5 +282,83 @@ impl StateDir {
         queued
             .clone()
             .or_else(|| self.writer.failure().map(|e| self.described(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn purpose() -> Purpose {
+        Purpose {
+            prompt: "go".into(),
+            each: false,
+            agent: None,
+            model: "m".into(),
+            output_schema: None,
+            images: vec![],
+            shard: None,
+        }
+    }
+
+    fn task(id: &str, status: &str) -> Entry {
+        Entry::Task(TaskEnded {
+            task_id: id.into(),
+            description: " count ".into(),
+            prompt: "count it".into(),
+            subagent_type: "general-purpose".into(),
+            status: status.into(),
+            text: format!("{id} said so"),
+            usage: UsageTotals {
+                input_tokens: 3,
+                output_tokens: 1,
+                total_tokens: 4,
+            },
+            turns: 2,
+            duration_ms: 9,
+        })
+    }
+
+    fn tool(id: &str) -> Entry {
+        Entry::Tool(ToolEnd {
+            call_id: id.into(),
+            name: "task".into(),
+            ok: true,
+            output: format!("Task Succeeded. Result: {id} said so"),
+            task: Some(TaskAsked {
+                description: "count".into(),
+                prompt: "count it".into(),
+                subagent_type: "general-purpose".into(),
+                result: format!("{id} said so"),
+            }),
+        })
+    }
+
+    /// A completed task is taken from its own line (with what its event reported) or,
+    /// in a ledger written before those lines, from its call's `tool` line; both lines
+    /// of one task are one task; a failed one is not taken.
+    #[test]
+    fn a_lead_task_is_read_back_once_from_either_line_and_only_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = dir.path().join("st");
+        let entries = [
+            task("c1", "completed"),
+            tool("c1"),
+            task("c2", "failed"),
+            tool("c3"),
+            task("c4", "completed"),
+        ];
+        std::fs::create_dir(&st).unwrap();
+        let w = Writer::open(&st.join("ledger.jsonl"), 0, Some(&purpose())).unwrap();
+        let tickets: Vec<Ticket> = entries.iter().map(|e| w.append(e).unwrap()).collect();
+        tickets.iter().for_each(Ticket::wait);
+        drop(w);
+        let state = StateDir::open(&st, &purpose(), false).unwrap();
+        let tasks = state.take_lead().tasks;
+        let ids: Vec<&str> = tasks.iter().map(|t| t.ran_as.as_str()).collect();
+        assert_eq!(ids, ["c1", "c3", "c4"]);
+        assert_eq!((tasks[0].turns, tasks[0].usage.total_tokens), (2, 4));
+        assert_eq!(tasks[0].asked.result, "c1 said so");
+        assert_eq!((tasks[1].turns, tasks[1].duration_ms), (0, 0));
     }
 }

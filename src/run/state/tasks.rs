@@ -3,19 +3,49 @@
 //! description, on disk before the response's events. Resuming does not read them — a
 //! completed task or item is taken whole from its end — but `--record` writes those of the
 //! tasks and items taken from the ledger, so its cassette holds every response the run
-//! used.
+//! used. And each lead task's end ([`TaskEnds`]), on disk before its terminal event.
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
+use super::ledger::TaskEnded;
 use super::StateDir;
+use crate::events::Gate;
 use crate::model::providers::replay::{from_response, RecordLog, ScriptedResponse};
 use crate::model::{
     AgentId, CallContext, CallPurpose, ChatModel, ChatRequest, ModelError, ModelLimits,
     ModelResponse,
 };
+use crate::subagent::record::{EndHook, Ended, TaskRecord};
 use crate::subagent::SubagentSetup;
+
+/// The scheduler's end hook in a lead run with `--state`: each task's end goes to the
+/// ledger, and its terminal event waits until it is on disk — the `tool` line of its call
+/// comes later, when the call returns to the lead, and a kill in between must not lose a
+/// completed task. Failed, timed-out and cancelled ends are written too (a resume runs
+/// those tasks again).
+pub struct TaskEnds(pub Arc<StateDir>);
+
+impl EndHook for TaskEnds {
+    fn ended(&self, rec: &TaskRecord, end: &Ended<'_>) -> Option<Gate> {
+        // An item's end is the item log's (an `--each` run has no lead).
+        if rec.item.is_some() {
+            return None;
+        }
+        self.0.task_ended(TaskEnded {
+            task_id: rec.id().to_string(),
+            description: rec.description().to_string(),
+            prompt: rec.prompt().to_string(),
+            subagent_type: rec.kind.name.clone(),
+            status: end.status.as_str().to_string(),
+            text: end.text.to_string(),
+            usage: end.usage,
+            turns: end.turns,
+            duration_ms: end.duration_ms,
+        })
+    }
+}
 
 /// `setup` with every sub-agent model wrapped so its responses go to the ledger.
 pub fn with_ledger(setup: &SubagentSetup, state: &Arc<StateDir>) -> Arc<SubagentSetup> {
