@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `--each` at scale (issue 23, contract §15): 100,000 and 1,000,000 text items from a file
-# with a replay model at --max-concurrent 64, with and without --results. Medians of N runs
-# of wall time and peak RSS (/usr/bin/time -v), and the final input-order rewrite of the
-# results file (from the last item's terminal event to `run_completed`). With --state DIR
-# (issue 23: ≤ 2 s, zero model calls): the 100,000-item run with its ledger, and resuming
-# that completed run, checked to take every item from the ledger.
+# with a replay model at --max-concurrent 64, with and without --results (in alternate runs).
+# Medians of N runs of wall time and peak RSS (/usr/bin/time -v), and the final input-order
+# rewrite of the results file (from the last item's terminal event to `run_completed`). With
+# --state DIR (issue 23: ≤ 2 s, zero model calls): the 100,000-item run with its ledger, and
+# resuming that completed run, checked to take every item from the ledger.
 # Usage: benches/each.sh [RUNS]   (default 5; BIN=path/to/deerflow to skip the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,22 +41,21 @@ idx = [json.loads(l)["index"] for l in open(sys.argv[1])]
 assert idx == list(range(100000)), "results are not in input order"
 PY
 
-# measure LABEL ITEMS [flags…]: median wall seconds and peak RSS (MiB) over RUNS.
-measure() {
-  local label="$1" items="$2"; shift 2
-  local walls=() rss=()
-  for _ in $(seq "$RUNS"); do
-    local t0 t1
-    # Each --state run starts from an empty ledger (a full one would resume).
-    rm -rf "$TMP/st-measure"
-    t0=$(date +%s%N)
-    /usr/bin/time -v -o "$TMP/t" "$BIN" run --json --max-concurrent 64 -m "replay:$TMP/c.json" \
-      -C "$TMP" --each "$TMP/$items" "$@" 'Do {{item}}' >/dev/null 2>"$TMP/err" || true
-    t1=$(date +%s%N)
-    walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
-    rss+=("$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2/1024}' "$TMP/t")")
-  done
-  printf '| %s | %s s | %s MiB |\n' "$label" "$(printf '%s\n' "${walls[@]}" | median)" "$(printf '%s\n' "${rss[@]}" | median)"
+# sample KEY ITEMS [flags…]: one run's wall seconds and peak RSS (MiB), appended to
+# $TMP/KEY.w and $TMP/KEY.r.
+sample() {
+  local key="$1" items="$2"; shift 2
+  local t0 t1
+  t0=$(date +%s%N)
+  /usr/bin/time -v -o "$TMP/t" "$BIN" run --json --max-concurrent 64 -m "replay:$TMP/c.json" \
+    -C "$TMP" --each "$TMP/$items" "$@" 'Do {{item}}' >/dev/null 2>"$TMP/err" || true
+  t1=$(date +%s%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", (b-a)/1e9}' >> "$TMP/$key.w"
+  awk -F': ' '/Maximum resident set size/ {printf "%.1f\n", $2/1024}' "$TMP/t" >> "$TMP/$key.r"
+}
+
+row() { # LABEL KEY
+  printf '| %s | %s s | %s MiB |\n' "$1" "$(median < "$TMP/$2.w")" "$(median < "$TMP/$2.r")"
 }
 
 # rewrite EVENTS: seconds from the last terminal task event to run_completed (the results
@@ -76,11 +75,20 @@ print(f"{done - last:.3f}")
 PY
 }
 
+# With and without --results in alternate runs, so the machine's drift hits both alike.
+for _ in $(seq "$RUNS"); do
+  sample plain 100k.txt
+  sample results 100k.txt --results "$TMP/r.jsonl"
+done
+for _ in $(seq "$RUNS"); do sample million 1m.txt; done
 echo "| --each, replay, --max-concurrent 64 | median wall | median peak RSS |"
 echo "|---|---|---|"
-measure "100,000 items" 100k.txt
-measure "100,000 items, --results FILE" 100k.txt --results "$TMP/r.jsonl"
-measure "1,000,000 items" 1m.txt
+row "100,000 items" plain
+row "100,000 items, --results FILE" results
+row "1,000,000 items" million
+echo
+echo "--results / without, median of the $RUNS pairs: $(paste "$TMP/plain.w" "$TMP/results.w" \
+  | awk '{printf "%.3f\n", $2 / $1}' | median)"
 
 spans=()
 for _ in $(seq "$RUNS"); do
@@ -94,7 +102,11 @@ echo "| --max-concurrent 64 | $(printf '%s\n' "${spans[@]}" | median) s |"
 
 # --state: the run keeps a ledger (every item's response and end, fsynced by group
 # commit); resuming the completed run takes every item from it, with no model call.
-measure "100,000 items, --state DIR" 100k.txt --state "$TMP/st-measure"
+for _ in $(seq "$RUNS"); do
+  # Each measured run starts from an empty ledger (a full one would resume).
+  rm -rf "$TMP/st-measure"
+  sample state 100k.txt --state "$TMP/st-measure"
+done
 rm -rf "$TMP/st"
 run_each 100k.txt --state "$TMP/st" > /dev/null
 resumes=()
@@ -108,6 +120,7 @@ for _ in $(seq "$RUNS"); do
   resumes+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
 done
 echo
-echo "| 100,000 items, --state DIR | median wall |"
-echo "|---|---|"
-echo "| resuming the completed run (every item from the ledger, no model call) | $(printf '%s\n' "${resumes[@]}" | median) s |"
+echo "| 100,000 items, --state DIR | median wall | median peak RSS |"
+echo "|---|---|---|"
+row "the run, keeping its ledger" state
+echo "| resuming the completed run (every item from the ledger, no model call) | $(printf '%s\n' "${resumes[@]}" | median) s | |"

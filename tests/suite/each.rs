@@ -406,6 +406,60 @@ async fn results_go_through_a_fifo_in_completion_order_and_a_file_ends_in_input_
     assert_eq!(lines[0]["result"], "slow");
 }
 
+/// A FIFO's reader gets an item's line as the item ends, not when the run does: lines are
+/// written in batches, and a batch never waits for the next item.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_reader_gets_a_line_while_the_other_items_still_run() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1,
+            "tasks": {"item 1": [{"text": "slow", "delay_ms": 2500}]},
+            "default_task": [{"text": "fast"}]}),
+    );
+    std::fs::write(ws.path().join("items.txt"), "a\nb\n").unwrap();
+    let fifo = ws.path().join("pipe");
+    let cpath = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(std::fs::File::open(fifo).unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let at = Instant::now();
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        (first, at, rest)
+    });
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--max-concurrent",
+        "2",
+        "--results",
+        "pipe",
+        "x {{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    let ended = Instant::now();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (first, at, rest) = reader.join().unwrap();
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["index"], 0);
+    assert_eq!(first["result"], "fast");
+    assert!(
+        ended.duration_since(at) > Duration::from_millis(1500),
+        "the first line came {:?} before the run ended",
+        ended.duration_since(at)
+    );
+    assert_eq!(rest.len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn shards_cover_the_file_once() {
     let ws = workspace();

@@ -111,7 +111,7 @@ impl ItemLog {
             duration_ms: end.duration_ms,
             resumed: end.resumed,
         };
-        results.send(index, line.to_bytes());
+        results.send(&line);
     }
 }
 
