@@ -64,13 +64,15 @@ async fn requests_per_minute_spaces_every_agent_s_calls_evenly() {
     let mut at: Vec<_> = server.requests().iter().map(|r| r.at).collect();
     assert_eq!(at.len(), 6);
     at.sort();
-    // 600 per minute: at least 100 ms apart (less a few ms of connection jitter between
-    // leaving deerflow and being read by the server).
+    // 600 per minute: 100 ms apart as they leave deerflow. The server reads them later by
+    // a delay a loaded machine stretches (one read 30 ms late shortens the next gap by as
+    // much), so a gap is held to half that; a burst would show gaps of about 0. Over the
+    // five gaps the jitter cannot add up: the span is held to the full 500 ms, less a little.
     for w in at.windows(2) {
         let gap = w[1] - w[0];
-        assert!(gap >= Duration::from_millis(90), "{gap:?} in {at:?}");
+        assert!(gap >= Duration::from_millis(50), "{gap:?} in {at:?}");
     }
-    assert!(at[5] - at[0] >= Duration::from_millis(490), "{at:?}");
+    assert!(at[5] - at[0] >= Duration::from_millis(470), "{at:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
