@@ -43,35 +43,9 @@ impl Wire for ResponsesWire {
 /// A model behind an OpenAI `/responses` endpoint.
 pub type ResponsesModel = HttpModel<ResponsesWire>;
 
-/// Requests the tests of this provider share.
+/// The requests the tests share are Chat Completions' (the same `ChatRequest`s).
 #[cfg(test)]
-mod test_data {
-    use serde_json::json;
-
-    use crate::{AgentId, ChatRequest, Message, ToolSpec};
-
-    pub fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, none: bool) -> ChatRequest {
-        ChatRequest {
-            system: "be brief".into(),
-            messages: std::sync::Arc::new(messages),
-            tools: tools.into(),
-            tool_choice_none: none,
-            agent: AgentId::Lead,
-            turn: 0,
-            output_schema: None,
-            purpose: Default::default(),
-            lineage: None,
-        }
-    }
-
-    pub fn time_tool() -> ToolSpec {
-        ToolSpec {
-            name: "get_time".into(),
-            description: "Current time".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        }
-    }
-}
+use super::openai_chat::test_data;
 
 #[cfg(test)]
 mod tests {
