@@ -23,6 +23,28 @@ pub fn chunked(
     futures_util::stream::iter(pieces)
 }
 
+/// `text` assembled by `A` as the body of a streamed answer cut at `cuts`.
+pub async fn assemble_cut<A: crate::http::Assembler>(
+    text: &str,
+    cuts: &[usize],
+    provider: &str,
+) -> Result<crate::ModelResponse, crate::ModelError> {
+    let idle = std::time::Duration::from_secs(5);
+    crate::http::assemble::<A, _, _, _>(chunked(text, cuts), idle, provider).await
+}
+
+/// A reported usage with no cache writes, as the providers' tests expect it.
+pub fn usage(input: u64, output: u64, total: u64, cached: Option<u64>) -> Option<crate::Usage> {
+    Some(crate::Usage {
+        input_tokens: input,
+        output_tokens: output,
+        total_tokens: total,
+        cache_read_tokens: cached,
+        cache_write_tokens: None,
+        unreported: Default::default(),
+    })
+}
+
 /// One canned HTTP response.
 pub struct Reply {
     pub status: u16,

@@ -172,13 +172,9 @@ mod tests {
     }
 
     async fn parse(text: &str) -> ModelResponse {
-        http::assemble::<AnthropicAssembler, _, _, _>(
-            crate::test_support::chunked(text, &[]),
-            std::time::Duration::from_secs(5),
-            PROVIDER,
-        )
-        .await
-        .unwrap()
+        crate::test_support::assemble_cut::<AnthropicAssembler>(text, &[], PROVIDER)
+            .await
+            .unwrap()
     }
 
     /// The messages of a request whose history holds the assistant message the agent

@@ -292,13 +292,9 @@ mod tests {
     }
 
     async fn parse(text: &str) -> ModelResponse {
-        http::assemble::<OpenAiAssembler, _, _, _>(
-            crate::test_support::chunked(text, &[]),
-            Duration::from_secs(5),
-            PROVIDER,
-        )
-        .await
-        .unwrap()
+        crate::test_support::assemble_cut::<OpenAiAssembler>(text, &[], PROVIDER)
+            .await
+            .unwrap()
     }
 
     /// The assistant message the agent loop makes of a response.

@@ -326,20 +326,13 @@ fn excerpt(data: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::super::test_data::TWO_TOOLS;
     use super::*;
     use crate::http;
-    use crate::test_support::chunked;
 
     async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
-        http::assemble::<AnthropicAssembler, _, _, _>(
-            chunked(text, cuts),
-            Duration::from_secs(5),
-            PROVIDER,
-        )
-        .await
+        crate::test_support::assemble_cut::<AnthropicAssembler>(text, cuts, PROVIDER).await
     }
 
     async fn parse(text: &str) -> Result<ModelResponse, ModelError> {

@@ -1,11 +1,10 @@
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::test_support::{chunked, serve, Reply};
+use crate::test_support::{serve, Reply};
 use crate::{
     AgentId, CallContext, ChatModel, Message, ModelError, ModelResponse, Reasoning, RetryNotice,
     StopKind, ToolCall, ToolSpec, Usage,
@@ -49,12 +48,7 @@ fn settings() -> HttpSettings {
 }
 
 async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
-    http::assemble::<GeminiAssembler, _, _, _>(
-        chunked(text, cuts),
-        Duration::from_secs(5),
-        PROVIDER,
-    )
-    .await
+    crate::test_support::assemble_cut::<GeminiAssembler>(text, cuts, PROVIDER).await
 }
 
 async fn parse(text: &str) -> ModelResponse {

@@ -308,39 +308,22 @@ fn excerpt(data: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::super::test_data::{ECHO, USAGE};
     use super::*;
     use crate::http;
-    use crate::test_support::chunked;
+    use crate::test_support::usage;
 
     const NOUSAGE: &str = fixture!("chat_stream_nousage.sse.txt");
     const FOLLOWUP: &str = fixture!("tool_result_followup.sse.txt");
     const ARGS: &str = fixture!("toolcall_args_stream.sse.txt");
 
     async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
-        http::assemble::<OpenAiAssembler, _, _, _>(
-            chunked(text, cuts),
-            Duration::from_secs(5),
-            PROVIDER,
-        )
-        .await
+        crate::test_support::assemble_cut::<OpenAiAssembler>(text, cuts, PROVIDER).await
     }
 
     async fn parse(text: &str) -> Result<ModelResponse, ModelError> {
         parse_cut(text, &[]).await
-    }
-
-    fn usage(input: u64, output: u64, total: u64, cached: Option<u64>) -> Option<Usage> {
-        Some(Usage {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: total,
-            cache_read_tokens: cached,
-            cache_write_tokens: None,
-            unreported: Default::default(),
-        })
     }
 
     #[tokio::test]

@@ -426,38 +426,21 @@ fn failure(error: &Value) -> ModelError {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
     use crate::http;
-    use crate::test_support::chunked;
+    use crate::test_support::usage;
 
     const SUMMARY: &str = capture!("openai/responses_reasoning_summary.sse");
     const FUNCTION_CALL: &str = capture!("openai/responses_reasoning_function_call.sse");
     const CACHED: &str = capture!("openai/responses_cached_tokens.sse");
 
     async fn parse_cut(text: &str, cuts: &[usize]) -> Result<ModelResponse, ModelError> {
-        http::assemble::<ResponsesAssembler, _, _, _>(
-            chunked(text, cuts),
-            Duration::from_secs(5),
-            PROVIDER,
-        )
-        .await
+        crate::test_support::assemble_cut::<ResponsesAssembler>(text, cuts, PROVIDER).await
     }
 
     async fn parse(text: &str) -> Result<ModelResponse, ModelError> {
         parse_cut(text, &[]).await
-    }
-
-    fn usage(input: u64, output: u64, total: u64, cached: Option<u64>) -> Option<Usage> {
-        Some(Usage {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: total,
-            cache_read_tokens: cached,
-            cache_write_tokens: None,
-            unreported: Default::default(),
-        })
     }
 
     #[tokio::test]
