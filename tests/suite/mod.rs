@@ -13,6 +13,7 @@ mod generated_docs;
 mod guards;
 mod hardening;
 mod harness;
+mod hot_code;
 mod logs;
 mod mcp;
 mod mcp_config;
