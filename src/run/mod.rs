@@ -332,13 +332,22 @@ fn run_started(spec: &RunSpec) -> Event {
         version: env!("CARGO_PKG_VERSION").into(),
         model: spec.model.info.clone(),
         max_concurrent: spec.max_concurrent,
-        max_tasks: spec.max_tasks,
+        max_tasks: started_task_limit(spec),
         max_turns: spec.max_turns,
         timeout_seconds: spec.timeout_seconds,
         workspace: spec.workspace.root().display().to_string(),
         subagents_enabled: spec.subagents.is_some(),
         subagent_types: types,
         sandbox: spec.sandbox.clone(),
+    }
+}
+
+/// The tasks the run may start: `--max-tasks` does not apply to `--each` (§15), whose
+/// bound is the item limit, so that is what `run_started.max_tasks` reports.
+fn started_task_limit(spec: &RunSpec) -> u32 {
+    match spec.each {
+        Some(_) => u32::try_from(each::items::MAX_ITEMS).unwrap_or(u32::MAX),
+        None => spec.max_tasks,
     }
 }
 

@@ -495,6 +495,32 @@ async fn shards_cover_the_file_once() {
     assert_eq!(all, (0..20).collect::<Vec<u64>>());
 }
 
+/// `--max-tasks` does not apply to `--each` (§15): more items than it names all run, and
+/// `run_started.max_tasks` reports the bound that does apply, the item limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn max_tasks_does_not_bound_items_and_run_started_reports_the_item_limit() {
+    let ws = workspace();
+    let c = done_cassette(ws.path());
+    std::fs::write(ws.path().join("items.txt"), "a\nb\nc\n").unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--max-tasks",
+        "1",
+        "{{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.first("run_started")["max_tasks"], 1_000_000);
+    assert_eq!(out.completed()["tasks"]["completed"], 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn past_a_million_items_the_run_stops_reading_and_fails() {
     let ws = workspace();
