@@ -21,7 +21,7 @@ const GRACE: Duration = Duration::from_secs(60);
 /// A locked scratch directory, removed when dropped.
 pub struct ScratchDir {
     // Field order: the directory goes before its lock is released.
-    dir: TempDir,
+    _dir: TempDir,
     results: PathBuf,
     _lock: DirLock,
 }
@@ -35,7 +35,7 @@ impl ScratchDir {
         let results = dir.path().join(RESULTS);
         std::fs::create_dir(&results)?;
         Ok(Self {
-            dir,
+            _dir: dir,
             results,
             _lock: lock,
         })
@@ -89,7 +89,7 @@ mod tests {
         let scratch = ScratchDir::create_in(tmp.path()).unwrap();
         let listed: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
         assert!(listed.is_empty(), "{listed:?}");
-        assert!(scratch.path().starts_with(scratch.dir.path()));
+        assert!(scratch.path().starts_with(scratch._dir.path()));
     }
 
     #[test]
@@ -116,7 +116,7 @@ mod tests {
         assert!(!young.exists(), "an unlocked directory is a dead run's");
         assert!(live.path().exists());
         assert!(other.exists());
-        let path = live.dir.path().to_path_buf();
+        let path = live._dir.path().to_path_buf();
         drop(live);
         assert!(!path.exists());
     }

@@ -33,6 +33,7 @@ mod sandbox_docker_owner;
 mod signals;
 mod state;
 mod state_ledger;
+mod state_resume;
 mod state_tasks;
 mod stop_reasons;
 mod subagents;

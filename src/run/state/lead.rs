@@ -171,6 +171,10 @@ impl crate::agent::ResumeMarks for LeadReplay {
     fn call(&self, id: &str) -> bool {
         lock(&self.replayed_ids).contains(id)
     }
+
+    fn replays(&self, turn: usize) -> bool {
+        !self.is_live() && lock(&self.responses).get(turn).is_some_and(Option::is_some)
+    }
 }
 
 struct LedgerModel {
@@ -192,7 +196,7 @@ impl ChatModel for LedgerModel {
             if let Some(failure) = self.replay.state.failure() {
                 return Err(ledger_error(failure));
             }
-            if let Some(mut scripted) = self.replay.next(req.turn) {
+            if let Some(scripted) = self.replay.next(req.turn) {
                 if let Some(log) = &self.replay.record {
                     log.push(AgentId::Lead, req.turn, scripted.clone());
                 }
@@ -202,8 +206,7 @@ impl ChatModel for LedgerModel {
                 lock(&self.replay.replayed_calls).extend(ids.iter().cloned());
                 lock(&self.replay.replayed_ids).extend(ids);
                 self.replay.last_replayed.store(true, Ordering::SeqCst);
-                // Paid for by the run that made it, not this one.
-                scripted.usage = None;
+                // Its usage is reported `resumed` and counted by no one (`account`).
                 return Ok(to_response(scripted, req));
             }
             self.replay.last_replayed.store(false, Ordering::SeqCst);
