@@ -636,6 +636,61 @@ async fn usage_and_configuration_errors_come_before_any_event() {
     assert_eq!(out.first("task_started")["subagent_type"], "bash");
 }
 
+/// `--results` or `--record` naming the `--each` input, by any name, would destroy the items
+/// it reads: a usage error, the file untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_naming_the_each_input_is_a_usage_error_and_the_items_stay() {
+    let ws = workspace();
+    let c = done_cassette(ws.path());
+    let m = model_arg(&c);
+    std::fs::write(ws.path().join("items.txt"), "a\nb\n").unwrap();
+    std::os::unix::fs::symlink("items.txt", ws.path().join("link.txt")).unwrap();
+    for (flag, out) in [
+        ("--results", "items.txt"),
+        ("--results", "link.txt"),
+        ("--record", "./items.txt"),
+    ] {
+        let got = deerflow([
+            "run",
+            "--json",
+            "-m",
+            &m,
+            "--each",
+            "items.txt",
+            flag,
+            out,
+            "x",
+        ])
+        .cwd(ws.path())
+        .output()
+        .await;
+        assert_eq!(got.code, 2, "{flag} {out}: {}", got.stderr);
+        assert!(got.stderr.contains("is the --each input"), "{}", got.stderr);
+        assert!(got.stdout.is_empty());
+    }
+    // Items piped in from the file itself: stdin is that file.
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &m,
+        "--each",
+        "-",
+        "--results",
+        "items.txt",
+        "x",
+    ])
+    .cwd(ws.path())
+    .command();
+    cmd.stdin(std::fs::File::open(ws.path().join("items.txt")).unwrap());
+    let got = cmd.output().await.unwrap();
+    assert_eq!(got.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("items.txt")).unwrap(),
+        "a\nb\n"
+    );
+}
+
 /// examples/pipeline-indexed-job.yaml: its container's exact shell command, run for every
 /// completion index as Kubernetes would (JOB_COMPLETION_INDEX, the manifest's own N), covers
 /// the example's items exactly once, and the shards' results merge in input order.
