@@ -181,7 +181,13 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
                 Some(e) => format!("{e}; {why}"),
                 None => why,
             };
-            (RunStatus::Failed, Some(error))
+            // A reader that went away stopped the run as a closed stdout does (§4: 141,
+            // `cancelled`); the file is not whole, which the error says.
+            let status = match control.cause() {
+                Some(StopCause::StdoutClosed) => status,
+                _ => RunStatus::Failed,
+            };
+            (status, Some(error))
         }
     };
     // The files are whole before `run_completed` says so: a consumer reads them on that line.

@@ -7,6 +7,7 @@ mod config_cli;
 mod context;
 mod deerflow_examples;
 mod each;
+mod each_results;
 mod examples;
 mod gemini_http;
 mod generated_docs;
