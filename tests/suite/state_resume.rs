@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::harness::{deerflow, workspace, Output};
+use super::harness::{cassette, deerflow, workspace, Output};
 use crate::support::{MockServer, Reply, Rule};
 
 const SUMMARY_ASK: &str = "summarizing the earlier part";
@@ -66,4 +66,45 @@ async fn a_completed_run_that_summarized_resumes_without_any_model_call() {
         assert_eq!(u["reported"], true, "{u}");
     }
     assert_eq!(again.of_type("usage")[2]["input_tokens"], 30);
+}
+
+/// A tool whose effect is on the run itself is run again when its response is replayed: the
+/// resumed run lists the same artifacts, and a question still ends it with exit 6.
+#[tokio::test(flavor = "multi_thread")]
+async fn presented_files_and_a_question_survive_a_resume() {
+    let ws = workspace();
+    let dir = ws.path();
+    std::fs::create_dir(dir.join("ws")).unwrap();
+    std::fs::write(dir.join("ws/report.md"), "hi\n").unwrap();
+    let present = cassette(
+        dir,
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"name": "present_files", "arguments": {"filepaths": ["report.md"]}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let ask = cassette(
+        dir,
+        json!({"version": 1, "lead": [
+            {"tool_calls": [{"name": "ask_clarification",
+                "arguments": {"question": "which one?", "options": ["a", "b"]}}]}
+        ]}),
+    );
+    for (cassette, state, code) in [(&present, "st1", 0), (&ask, "st2", 6)] {
+        let model = format!("replay:{}", cassette.display());
+        let args = [
+            "run", "--json", "-m", &model, "-C", "ws", "--state", state, "go",
+        ];
+        let first = deerflow(args).cwd(dir).json().await;
+        assert_eq!(first.code, code, "{}", first.stderr);
+        let again = deerflow(args).cwd(dir).json().await;
+        assert_eq!(again.code, code, "{}", again.stderr);
+        let (a, b) = (first.completed(), again.completed());
+        assert_eq!(a["status"], b["status"]);
+        assert_eq!(a["artifacts"], b["artifacts"]);
+        assert_eq!(
+            first.of_type("clarification_requested").len(),
+            again.of_type("clarification_requested").len()
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Resuming a run without `--each` (contract §15): the lead's recorded responses are
 //! replayed in order, with no model call, for as long as every tool result fed back equals
-//! the recorded one. Read-only tools run again and are compared; other tools recorded as
+//! the recorded one. Read-only tools (and those acting on the run itself: `present_files`,
+//! `ask_clarification`, `view_image`) run again and are compared; other tools recorded as
 //! finished are not run again; a `task` asked the same as a completed one of the ledger
 //! returns its result. At the first difference, or past the end of the record, the run goes
 //! on live, and what it does from there is recorded.
@@ -24,8 +25,18 @@ use crate::subagent::Scheduler;
 use crate::tools::task_end::{TaskEnd, TaskStatus};
 use crate::tools::{Concurrency, Tool, ToolBox, ToolContext, ToolOutput};
 
-/// Tools whose result depends only on the workspace: run again and compared.
-const READ_ONLY: [&str; 4] = ["ls", "read_file", "glob", "grep"];
+/// Tools run again and compared: those whose result depends only on the workspace, and
+/// those whose effect is on this run itself (the artifacts it lists, the question that
+/// ends it, the image its next request shows), which a recorded result would not have.
+const RUN_AGAIN: [&str; 7] = [
+    "ls",
+    "read_file",
+    "glob",
+    "grep",
+    "present_files",
+    "ask_clarification",
+    "view_image",
+];
 
 /// The lead's replay from the ledger, shared by its model and its tools.
 pub struct LeadReplay {
@@ -321,7 +332,7 @@ impl Tool for LedgerTool {
             let recorded = self.replay.recorded(&call.id);
             match recorded {
                 // Finished in an earlier run: its effect is done, its result stands.
-                Some(r) if !READ_ONLY.contains(&name) => {
+                Some(r) if !RUN_AGAIN.contains(&name) => {
                     if r.ok {
                         ToolOutput::ok(r.output)
                     } else {
