@@ -55,6 +55,15 @@ pub fn check(args: &RunArgs) -> Result<Option<EachInputs>> {
             usage(format!("--results {}{sep}{why}", path.display()))
         })?;
     }
+    for (out, flag) in [(&args.results, "--results"), (&args.record, "--record")] {
+        if let Some(out) = out.as_deref().filter(|o| same_file(each, o)) {
+            return Err(usage(format!(
+                "{flag} {} is the --each input: writing it would destroy the items; \
+                 give another file",
+                out.display()
+            )));
+        }
+    }
     if args.output_last_message.is_some() {
         return Err(usage(
             "--output-last-message has no final answer to write with --each \
@@ -73,6 +82,21 @@ pub fn check(args: &RunArgs) -> Result<Option<EachInputs>> {
         results: args.results.clone(),
         count_path,
     }))
+}
+
+/// Whether writing `out` would replace the `--each` input: the same regular file by any
+/// name (a link, or the file stdin was redirected from).
+fn same_file(each: &Path, out: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let each = if each.as_os_str() == "-" {
+        Path::new("/dev/stdin")
+    } else {
+        each
+    };
+    match (std::fs::metadata(each), std::fs::metadata(out)) {
+        (Ok(a), Ok(b)) => a.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The items' source. With `--each -` the prompt cannot come from stdin too.

@@ -181,7 +181,13 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
                 Some(e) => format!("{e}; {why}"),
                 None => why,
             };
-            (RunStatus::Failed, Some(error))
+            // A reader that went away stopped the run as a closed stdout does (§4: 141,
+            // `cancelled`); the file is not whole, which the error says.
+            let status = match control.cause() {
+                Some(StopCause::StdoutClosed) => status,
+                _ => RunStatus::Failed,
+            };
+            (status, Some(error))
         }
     };
     // The files are whole before `run_completed` says so: a consumer reads them on that line.
@@ -332,13 +338,22 @@ fn run_started(spec: &RunSpec) -> Event {
         version: env!("CARGO_PKG_VERSION").into(),
         model: spec.model.info.clone(),
         max_concurrent: spec.max_concurrent,
-        max_tasks: spec.max_tasks,
+        max_tasks: started_task_limit(spec),
         max_turns: spec.max_turns,
         timeout_seconds: spec.timeout_seconds,
         workspace: spec.workspace.root().display().to_string(),
         subagents_enabled: spec.subagents.is_some(),
         subagent_types: types,
         sandbox: spec.sandbox.clone(),
+    }
+}
+
+/// The tasks the run may start: `--max-tasks` does not apply to `--each` (§15), whose
+/// bound is the item limit, so that is what `run_started.max_tasks` reports.
+fn started_task_limit(spec: &RunSpec) -> u32 {
+    match spec.each {
+        Some(_) => u32::try_from(each::items::MAX_ITEMS).unwrap_or(u32::MAX),
+        None => spec.max_tasks,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The run's directory for large tool results (contract §10), in the system's temp dir.
 //! Dropping it removes it; a run killed with SIGKILL cannot, so each directory holds the
 //! run's lock (`state::lock`) and the next run removes the directories whose lock no live
-//! process holds.
+//! process holds. The results go to a subdirectory (what `/mnt/tool-results` shows), so the
+//! lock is never among them.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -11,6 +12,8 @@ use tempfile::TempDir;
 use super::state::lock::DirLock;
 
 const PREFIX: &str = "deerflow-tool-results-";
+/// The subdirectory the results are written to, apart from the lock.
+const RESULTS: &str = "results";
 
 /// Younger directories are left alone: their run may be between creating and locking them.
 const GRACE: Duration = Duration::from_secs(60);
@@ -18,7 +21,8 @@ const GRACE: Duration = Duration::from_secs(60);
 /// A locked scratch directory, removed when dropped.
 pub struct ScratchDir {
     // Field order: the directory goes before its lock is released.
-    dir: TempDir,
+    _dir: TempDir,
+    results: PathBuf,
     _lock: DirLock,
 }
 
@@ -28,11 +32,18 @@ impl ScratchDir {
         sweep(parent, SystemTime::now());
         let dir = tempfile::Builder::new().prefix(PREFIX).tempdir_in(parent)?;
         let lock = DirLock::take(dir.path()).map_err(std::io::Error::other)?;
-        Ok(Self { dir, _lock: lock })
+        let results = dir.path().join(RESULTS);
+        std::fs::create_dir(&results)?;
+        Ok(Self {
+            _dir: dir,
+            results,
+            _lock: lock,
+        })
     }
 
+    /// Where the results go: nothing else is in it.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.results
     }
 }
 
@@ -73,6 +84,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_results_directory_holds_no_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let scratch = ScratchDir::create_in(tmp.path()).unwrap();
+        let listed: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
+        assert!(listed.is_empty(), "{listed:?}");
+        assert!(scratch.path().starts_with(scratch._dir.path()));
+    }
+
+    #[test]
     fn a_dead_runs_directory_goes_and_a_live_or_young_one_stays() {
         let tmp = tempfile::tempdir().unwrap();
         let live = ScratchDir::create_in(tmp.path()).unwrap();
@@ -96,7 +116,7 @@ mod tests {
         assert!(!young.exists(), "an unlocked directory is a dead run's");
         assert!(live.path().exists());
         assert!(other.exists());
-        let path = live.path().to_path_buf();
+        let path = live._dir.path().to_path_buf();
         drop(live);
         assert!(!path.exists());
     }

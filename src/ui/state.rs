@@ -130,8 +130,20 @@ impl ViewState {
     pub fn apply(&mut self, env: &Envelope, now: Instant) -> Option<Printed> {
         match (&env.event, env.task_id.as_deref()) {
             (Event::RunStarted { .. }, _) => self.phase = Some(LeadPhase::Thinking),
-            (Event::Usage { total_tokens, .. }, task) => {
-                let n = total_tokens.unwrap_or(0);
+            (
+                Event::Usage {
+                    total_tokens,
+                    resumed,
+                    ..
+                },
+                task,
+            ) => {
+                // A replayed response's tokens were spent by an earlier run.
+                let n = if *resumed {
+                    0
+                } else {
+                    total_tokens.unwrap_or(0)
+                };
                 self.run_tokens = self.run_tokens.saturating_add(n);
                 match task {
                     None => {
@@ -507,6 +519,7 @@ mod tests {
             total_tokens: total,
             cache_read_tokens: None,
             reported: total.is_some(),
+            resumed: false,
         }
     }
 
@@ -619,6 +632,13 @@ mod tests {
         // Unreported usage still counts the turn.
         s.apply(&lead(usage("lead", None)), now);
         assert_eq!(s.lead_line(), "lead · responding · turn 2 · 1.2k tokens");
+        // A response replayed from the ledger: its turn, not its tokens (spent before).
+        let mut resumed = usage("lead", Some(5000));
+        if let Event::Usage { resumed: r, .. } = &mut resumed {
+            *r = true;
+        }
+        s.apply(&lead(resumed), now);
+        assert_eq!(s.lead_line(), "lead · responding · turn 3 · 1.2k tokens");
     }
 
     #[test]

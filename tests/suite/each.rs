@@ -495,6 +495,32 @@ async fn shards_cover_the_file_once() {
     assert_eq!(all, (0..20).collect::<Vec<u64>>());
 }
 
+/// `--max-tasks` does not apply to `--each` (§15): more items than it names all run, and
+/// `run_started.max_tasks` reports the bound that does apply, the item limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn max_tasks_does_not_bound_items_and_run_started_reports_the_item_limit() {
+    let ws = workspace();
+    let c = done_cassette(ws.path());
+    std::fs::write(ws.path().join("items.txt"), "a\nb\nc\n").unwrap();
+    let out = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &model_arg(&c),
+        "--each",
+        "items.txt",
+        "--max-tasks",
+        "1",
+        "{{item}}",
+    ])
+    .cwd(ws.path())
+    .json()
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.first("run_started")["max_tasks"], 1_000_000);
+    assert_eq!(out.completed()["tasks"]["completed"], 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn past_a_million_items_the_run_stops_reading_and_fails() {
     let ws = workspace();
@@ -608,6 +634,61 @@ async fn usage_and_configuration_errors_come_before_any_event() {
     check_stream(&out);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.first("task_started")["subagent_type"], "bash");
+}
+
+/// `--results` or `--record` naming the `--each` input, by any name, would destroy the items
+/// it reads: a usage error, the file untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_naming_the_each_input_is_a_usage_error_and_the_items_stay() {
+    let ws = workspace();
+    let c = done_cassette(ws.path());
+    let m = model_arg(&c);
+    std::fs::write(ws.path().join("items.txt"), "a\nb\n").unwrap();
+    std::os::unix::fs::symlink("items.txt", ws.path().join("link.txt")).unwrap();
+    for (flag, out) in [
+        ("--results", "items.txt"),
+        ("--results", "link.txt"),
+        ("--record", "./items.txt"),
+    ] {
+        let got = deerflow([
+            "run",
+            "--json",
+            "-m",
+            &m,
+            "--each",
+            "items.txt",
+            flag,
+            out,
+            "x",
+        ])
+        .cwd(ws.path())
+        .output()
+        .await;
+        assert_eq!(got.code, 2, "{flag} {out}: {}", got.stderr);
+        assert!(got.stderr.contains("is the --each input"), "{}", got.stderr);
+        assert!(got.stdout.is_empty());
+    }
+    // Items piped in from the file itself: stdin is that file.
+    let mut cmd = deerflow([
+        "run",
+        "--json",
+        "-m",
+        &m,
+        "--each",
+        "-",
+        "--results",
+        "items.txt",
+        "x",
+    ])
+    .cwd(ws.path())
+    .command();
+    cmd.stdin(std::fs::File::open(ws.path().join("items.txt")).unwrap());
+    let got = cmd.output().await.unwrap();
+    assert_eq!(got.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("items.txt")).unwrap(),
+        "a\nb\n"
+    );
 }
 
 /// examples/pipeline-indexed-job.yaml: its container's exact shell command, run for every

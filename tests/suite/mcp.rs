@@ -259,6 +259,8 @@ async fn colliding_names_make_the_later_server_fail_naming_both() {
             ("a", entry(&py, "MCP_TOOLS: echo", raw)),
             ("b", entry(&py, "MCP_TOOLS: echo", raw)),
             ("c", entry(&py, "MCP_TOOLS: read_file", raw)),
+            // Prefixed, its `image` is offered as `view_image`: a vision agent's built-in.
+            ("view", entry(&py, "MCP_TOOLS: image", "")),
         ],
     );
     let out = run(&cfg, ws.path(), "go").output().await;
@@ -281,6 +283,11 @@ async fn colliding_names_make_the_later_server_fail_naming_both() {
         msg("c").contains("built-in tool 'read_file'"),
         "{}",
         msg("c")
+    );
+    assert!(
+        msg("view").contains("built-in tool 'view_image'"),
+        "{}",
+        msg("view")
     );
     let names = tool_names(&server.requests()[0].body);
     assert_eq!(

@@ -323,7 +323,9 @@ impl ContextPolicy for RunContext {
 async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> bool {
     let messages = history.messages();
     let before = messages.len();
-    let first = if history.compacted().is_some() { 2 } else { 1 };
+    // The task and the images attached to it (`--image`) stay, like the task itself.
+    let head = task_len(messages);
+    let first = head + usize::from(history.compacted().is_some());
     // An overflow leaves no room for a verbatim part: all but the task is summarized.
     let keep = match at.reason {
         Reason::Trigger => s.keep,
@@ -341,7 +343,7 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
     let mut delegations = earlier.delegations;
     delegations.extend(ledger_entries(old, history.task_ends()));
     let mut kept = Vec::with_capacity(2 + before - split);
-    kept.push(messages[0].clone());
+    kept.extend_from_slice(&messages[..head]);
     kept.push(Message::User(summary_message(&summary, &delegations)));
     kept.extend_from_slice(&messages[split..]);
     let after = kept.len();
@@ -359,6 +361,13 @@ async fn compact(s: &Summarization, history: &mut History, at: &PreCall<'_>) -> 
         reason: at.reason,
     });
     true
+}
+
+/// How many messages the task is: its text, and the images attached to it when the history
+/// still holds them.
+fn task_len(messages: &[Message]) -> usize {
+    let images = matches!(messages.get(1), Some(Message::Images { call_id: None, .. }));
+    1 + usize::from(images)
 }
 
 /// A summarizer that finds the transcript too long for its own context gets it halved, down

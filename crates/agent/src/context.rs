@@ -72,7 +72,8 @@ impl History {
         history
     }
 
-    /// Set once the history was compacted: its second message is then the summary.
+    /// Set once the history was compacted: the message after the task (and the task's
+    /// images) is then the summary.
     pub fn compacted(&self) -> Option<&Compacted> {
         self.compacted.as_ref()
     }

@@ -765,6 +765,43 @@ async fn a_summary_that_cannot_be_had_leaves_the_history_whole() {
 }
 
 #[tokio::test]
+async fn the_task_s_images_stay_with_it_through_compactions() {
+    use deerflow_model::image::testing::test_png;
+    let mut s = Setup::new(vec![
+        calls(vec![call("a", "1")], None),
+        text("FIRST"),
+        calls(vec![call("b", "2")], None),
+        text("SECOND"),
+        text("done"),
+    ]);
+    s.task_images = vec![test_png(3, 2)];
+    s.context = summarizing(vec![Size::Messages(4)], Size::Messages(0));
+    let o = s.run().await;
+    assert_eq!(o.end, final_text("done"));
+    assert_eq!(compactions(&o.events).len(), 2);
+    // The summary calls get no image; every turn after them has the task's.
+    let Message::User(t) = &o.requests[1].messages[0] else {
+        panic!()
+    };
+    assert!(!t.contains("iVBOR"), "{t}");
+    for turn in [&o.requests[2], &o.requests[4]] {
+        let m = &turn.messages;
+        assert_eq!(m[0], Message::User("the task".into()));
+        assert!(
+            matches!(&m[1], Message::Images { call_id: None, images } if images.len() == 1),
+            "{m:?}"
+        );
+        assert!(
+            matches!(&m[2], Message::User(t) if t.contains("summarized")),
+            "{m:?}"
+        );
+    }
+    assert!(
+        matches!(&o.requests[4].messages[2], Message::User(t) if t.contains("SECOND") && !t.contains("FIRST"))
+    );
+}
+
+#[tokio::test]
 async fn a_second_compaction_resummarizes_the_first_and_keeps_its_ledger() {
     let mut s = Setup::new(vec![
         calls(vec![call("a", "1")], None),

@@ -18,6 +18,16 @@ pub trait Observer: Send + Sync {
     fn tool_call(&self, call: &ToolCall);
     /// A tool finished.
     fn tool_result(&self, call: &ToolCall, out: &ToolOutput, took: Duration);
+    /// Whether the response just received was replayed from the `--state` ledger: its
+    /// usage is reported `resumed` and not counted (contract §15).
+    fn response_resumed(&self) -> bool {
+        false
+    }
+    /// Whether the model call of `turn` will be answered from the ledger: the history is
+    /// then not compacted before it (compacting would call a model).
+    fn replays_turn(&self, _turn: usize) -> bool {
+        false
+    }
 }
 
 /// Which of the lead's events replay an earlier run (`--state`, contract §15): they carry
@@ -27,6 +37,8 @@ pub trait ResumeMarks: Send + Sync {
     fn response(&self) -> bool;
     /// Whether call `id` belongs to a replayed response.
     fn call(&self, id: &str) -> bool;
+    /// Whether the model call of `turn` will be replayed.
+    fn replays(&self, turn: usize) -> bool;
 }
 
 pub struct LeadObserver {
@@ -45,6 +57,14 @@ impl LeadObserver {
 }
 
 impl Observer for LeadObserver {
+    fn response_resumed(&self) -> bool {
+        LeadObserver::response_resumed(self)
+    }
+
+    fn replays_turn(&self, turn: usize) -> bool {
+        self.marks.as_ref().is_some_and(|m| m.replays(turn))
+    }
+
     fn assistant(&self, text: Option<&str>, reasoning: Option<&str>, _calls: &[ToolCall]) {
         // The model thought before it wrote: reasoning comes first.
         if let Some(r) = reasoning {

@@ -137,7 +137,10 @@ impl Transcript {
         shared: &RunShared,
     ) -> Result<(ModelResponse, bool), AgentEnd> {
         let port = Port { agent, shared };
-        self.compact_if_needed(agent, &port, Reason::Trigger).await;
+        // A response the ledger replays needs no room, and a summary would call a model.
+        if !agent.observer.replays_turn(self.turn) {
+            self.compact_if_needed(agent, &port, Reason::Trigger).await;
+        }
         let mut resp = self.call(agent).await;
         // A context the provider found too long is compacted and the call made once more.
         if resp.as_ref().is_err_and(ModelError::is_context_overflow)
@@ -493,6 +496,8 @@ fn retry_warning(n: &RetryNotice) -> Event {
 /// budget. Returns whether the run's budget is now reached.
 fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResponse) -> bool {
     let u = resp.usage.as_ref();
+    // A response replayed from the ledger was paid for by the run that made it.
+    let resumed = agent.observer.response_resumed();
     agent.events.emit(Event::Usage {
         caller: agent.caller.clone(),
         model: model_name.to_string(),
@@ -501,7 +506,11 @@ fn account(agent: &Agent, shared: &RunShared, model_name: &str, resp: &ModelResp
         total_tokens: u.map(|u| u.total_tokens),
         cache_read_tokens: u.and_then(|u| u.cache_read_tokens),
         reported: u.is_some(),
+        resumed,
     });
+    if resumed {
+        return false;
+    }
     if let Some(u) = u {
         agent
             .progress

@@ -266,6 +266,10 @@ pub enum Event {
         total_tokens: Option<u64>,
         cache_read_tokens: Option<u64>,
         reported: bool,
+        /// A lead response replayed from the `--state` ledger (contract §15): its recorded
+        /// usage, not counted in this run's totals or budget; absent otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        resumed: bool,
     },
     /// Something worth knowing that did not stop the run.
     // A retry warning always says which attempt, when, and the status (null or not).
@@ -841,6 +845,7 @@ pub fn samples() -> Vec<Envelope> {
             total_tokens: Some(5),
             cache_read_tokens: None,
             reported: true,
+            resumed: false,
         }),
         lead(Event::Usage {
             caller: "lead".into(),
@@ -850,6 +855,7 @@ pub fn samples() -> Vec<Envelope> {
             total_tokens: None,
             cache_read_tokens: None,
             reported: false,
+            resumed: false,
         }),
         lead(Event::warning(WarningCode::TaskLimit, "refused")),
         inside(Event::Warning {

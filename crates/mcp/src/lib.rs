@@ -25,6 +25,7 @@ pub use session::{connect, Session, StartContext, StopTimes};
 pub use tool::McpTool;
 
 use deerflow_config::McpServer;
+use deerflow_tools::fs::VIEW_IMAGE;
 use deerflow_tools::registry::{ToolRegistry, LEAD_ONLY_TOOLS};
 use deerflow_tools::Tool;
 
@@ -172,9 +173,7 @@ pub async fn start_all(
                 continue;
             }
         };
-        let taken = |n: &str| {
-            owners.contains_key(n) || registry.get(n).is_some() || LEAD_ONLY_TOOLS.contains(&n)
-        };
+        let taken = |n: &str| owners.contains_key(n) || built_in(registry, n);
         let (tools, renamed) = offered_tools(server, &session, &tools, taken);
         if let Some(clash) = collision(server, &tools, registry, &owners) {
             session.stop(StopTimes::NORMAL).await;
@@ -199,6 +198,12 @@ pub async fn start_all(
     (running, outcomes)
 }
 
+/// Whether `name` is a built-in tool's: the registry's, a lead-only tool, or `view_image`,
+/// which a vision model's agents get beside the registry's tools.
+fn built_in(registry: &ToolRegistry, name: &str) -> bool {
+    registry.get(name).is_some() || LEAD_ONLY_TOOLS.contains(&name) || name == VIEW_IMAGE
+}
+
 /// The first clash of `tools` with a name already taken, described naming both sides.
 fn collision(
     server: &McpServer,
@@ -211,7 +216,7 @@ fn collision(
         let name = t.name();
         let other = if let Some(owner) = owners.get(name) {
             format!("tool '{name}' of MCP server '{owner}'")
-        } else if registry.get(name).is_some() || LEAD_ONLY_TOOLS.contains(&name) {
+        } else if built_in(registry, name) {
             format!("the built-in tool '{name}'")
         } else if !seen.insert(name) {
             format!("another of its tools offered as '{name}'")

@@ -105,11 +105,13 @@ impl Image {
         if u64::from(original.0) * u64::from(original.1) > MAX_PIXELS {
             return Err(ImageError::TooLarge(original.0, original.1));
         }
+        // Decoded even when it goes as it is: a truncated or corrupt file is a tool error
+        // here, not a request the provider refuses (which would fail the run).
+        let frame = decode(&bytes, format)?;
         let fits = original.0 <= MAX_SIDE && original.1 <= MAX_SIDE && bytes.len() <= MAX_ENCODED;
         if fits && !animated(&bytes, format) {
             return Ok(Image::new(format, bytes, original, original));
         }
-        let frame = decode(&bytes, format)?;
         let (format, encoded, size) = fit(frame, format)?;
         Ok(Image::new(format, encoded, original, size))
     }
@@ -223,16 +225,62 @@ fn dimensions(bytes: &[u8], format: Format) -> Result<(u32, u32), ImageError> {
 
 /// Whether a GIF or WebP has more than one frame (then its first is sent).
 fn animated(bytes: &[u8], format: Format) -> bool {
-    use image::AnimationDecoder;
     match format {
-        Format::Gif => image::codecs::gif::GifDecoder::new(Cursor::new(bytes))
-            .map(|d| d.into_frames().take(2).count() > 1)
-            .unwrap_or(false),
+        Format::Gif => gif_frames(bytes) > 1,
         Format::Webp => image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
             .map(|d| d.has_animation())
             .unwrap_or(false),
         Format::Png | Format::Jpeg => false,
     }
+}
+
+/// How many frames a GIF holds, up to 2, counted by walking its blocks without decoding
+/// any (a malformed tail counts what came before it).
+fn gif_frames(bytes: &[u8]) -> usize {
+    // Header (6) and logical screen descriptor (7), then the global colour table.
+    let Some(&flags) = bytes.get(10) else {
+        return 0;
+    };
+    let mut at = 13 + colour_table_len(flags);
+    let mut frames = 0;
+    while frames < 2 {
+        match bytes.get(at) {
+            // An extension: introducer, label, then sub-blocks.
+            Some(0x21) => at = skip_sub_blocks(bytes, at + 2),
+            // An image descriptor (10 bytes), its local colour table, the LZW code size.
+            Some(0x2C) => {
+                let Some(&flags) = bytes.get(at + 9) else {
+                    break;
+                };
+                frames += 1;
+                at = skip_sub_blocks(bytes, at + 10 + colour_table_len(flags) + 1);
+            }
+            _ => break,
+        }
+    }
+    frames
+}
+
+/// The bytes of the colour table a GIF descriptor's packed flags announce.
+fn colour_table_len(flags: u8) -> usize {
+    if flags & 0x80 == 0 {
+        0
+    } else {
+        3 << ((flags & 0x07) + 1)
+    }
+}
+
+/// The offset after a chain of GIF sub-blocks (each a length byte and that many bytes, ended
+/// by a zero length), or past the end when the chain is cut.
+fn skip_sub_blocks(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(&len) = bytes.get(at) {
+        at += 1;
+        if len == 0 {
+            return at;
+        }
+        at += usize::from(len);
+    }
+    usize::MAX
 }
 
 /// The image's first frame, decoded.
@@ -390,6 +438,24 @@ mod tests {
         assert_eq!(img.format(), Format::Png);
         let first = image::load_from_memory(img.bytes()).unwrap().to_rgba8();
         assert_eq!(first.get_pixel(0, 0).0, [0, 0, 0, 255]);
+    }
+
+    #[test]
+    fn a_still_gif_is_one_frame_and_sent_as_it_is() {
+        let gif = encoded(20, 10, ImageFormat::Gif);
+        assert_eq!(gif_frames(&gif), 1);
+        assert_eq!(Image::from_bytes(gif.clone()).unwrap().bytes(), gif);
+        assert_eq!(gif_frames(&gif[..12]), 0);
+    }
+
+    #[test]
+    fn a_truncated_or_corrupt_image_is_refused_not_sent() {
+        for format in [ImageFormat::Png, ImageFormat::Jpeg, ImageFormat::Gif] {
+            let whole = encoded(40, 30, format);
+            let cut = whole[..whole.len() / 2].to_vec();
+            let err = Image::from_bytes(cut).unwrap_err();
+            assert!(matches!(err, ImageError::Decode(_)), "{format:?}: {err}");
+        }
     }
 
     #[test]

@@ -159,6 +159,7 @@ pub fn read_items<R: BufRead>(
 ) {
     let mut line = Line::default();
     let mut index = 0u64;
+    skip_bom(&mut input);
     loop {
         match read_line(&mut input, MAX_ITEM_BYTES, &mut line) {
             Ok(true) => {}
@@ -202,6 +203,7 @@ pub fn read_items<R: BufRead>(
 pub fn count_items<R: BufRead>(mut input: R, shard: Shard, max: u64) -> std::io::Result<u64> {
     let mut line = Line::default();
     let (mut index, mut mine) = (0u64, 0u64);
+    skip_bom(&mut input);
     while index < max && read_line(&mut input, MAX_ITEM_BYTES, &mut line)? {
         if is_blank(&line) {
             continue;
@@ -210,6 +212,15 @@ pub fn count_items<R: BufRead>(mut input: R, shard: Shard, max: u64) -> std::io:
         index += 1;
     }
     Ok(mine)
+}
+
+/// Skips the UTF-8 byte order mark some Windows tools start a file with: it belongs to no
+/// item (else a JSONL file's first object would read as text).
+fn skip_bom<R: BufRead>(input: &mut R) {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    if input.fill_buf().is_ok_and(|b| b.starts_with(BOM)) {
+        input.consume(BOM.len());
+    }
 }
 
 /// Whether a line is only whitespace (not an item). A line too long to keep whole is
@@ -277,6 +288,20 @@ mod tests {
             index,
             prompt: prompt.map(str::to_string).map_err(str::to_string),
         })
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_belongs_to_no_item() {
+        let got = all(
+            "\u{feff}{\"id\": 1}\r\n{\"id\": 2}\r\n",
+            "{{id}}",
+            Shard::WHOLE,
+            100,
+        );
+        assert_eq!(got[0], item(0, Ok("1")));
+        assert_eq!(got[1], item(1, Ok("2")));
+        let input = Cursor::new("\u{feff}a\nb\n".as_bytes().to_vec());
+        assert_eq!(count_items(input, Shard::WHOLE, 100).unwrap(), 2);
     }
 
     #[test]

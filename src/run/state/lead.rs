@@ -1,6 +1,7 @@
 //! Resuming a run without `--each` (contract §15): the lead's recorded responses are
 //! replayed in order, with no model call, for as long as every tool result fed back equals
-//! the recorded one. Read-only tools run again and are compared; other tools recorded as
+//! the recorded one. Read-only tools (and those acting on the run itself: `present_files`,
+//! `ask_clarification`, `view_image`) run again and are compared; other tools recorded as
 //! finished are not run again; a `task` asked the same as a completed one of the ledger
 //! returns its result. At the first difference, or past the end of the record, the run goes
 //! on live, and what it does from there is recorded.
@@ -24,8 +25,18 @@ use crate::subagent::Scheduler;
 use crate::tools::task_end::{TaskEnd, TaskStatus};
 use crate::tools::{Concurrency, Tool, ToolBox, ToolContext, ToolOutput};
 
-/// Tools whose result depends only on the workspace: run again and compared.
-const READ_ONLY: [&str; 4] = ["ls", "read_file", "glob", "grep"];
+/// Tools run again and compared: those whose result depends only on the workspace, and
+/// those whose effect is on this run itself (the artifacts it lists, the question that
+/// ends it, the image its next request shows), which a recorded result would not have.
+const RUN_AGAIN: [&str; 7] = [
+    "ls",
+    "read_file",
+    "glob",
+    "grep",
+    "present_files",
+    "ask_clarification",
+    "view_image",
+];
 
 /// The lead's replay from the ledger, shared by its model and its tools.
 pub struct LeadReplay {
@@ -171,6 +182,10 @@ impl crate::agent::ResumeMarks for LeadReplay {
     fn call(&self, id: &str) -> bool {
         lock(&self.replayed_ids).contains(id)
     }
+
+    fn replays(&self, turn: usize) -> bool {
+        !self.is_live() && lock(&self.responses).get(turn).is_some_and(Option::is_some)
+    }
 }
 
 struct LedgerModel {
@@ -192,7 +207,7 @@ impl ChatModel for LedgerModel {
             if let Some(failure) = self.replay.state.failure() {
                 return Err(ledger_error(failure));
             }
-            if let Some(mut scripted) = self.replay.next(req.turn) {
+            if let Some(scripted) = self.replay.next(req.turn) {
                 if let Some(log) = &self.replay.record {
                     log.push(AgentId::Lead, req.turn, scripted.clone());
                 }
@@ -202,8 +217,7 @@ impl ChatModel for LedgerModel {
                 lock(&self.replay.replayed_calls).extend(ids.iter().cloned());
                 lock(&self.replay.replayed_ids).extend(ids);
                 self.replay.last_replayed.store(true, Ordering::SeqCst);
-                // Paid for by the run that made it, not this one.
-                scripted.usage = None;
+                // Its usage is reported `resumed` and counted by no one (`account`).
                 return Ok(to_response(scripted, req));
             }
             self.replay.last_replayed.store(false, Ordering::SeqCst);
@@ -318,7 +332,7 @@ impl Tool for LedgerTool {
             let recorded = self.replay.recorded(&call.id);
             match recorded {
                 // Finished in an earlier run: its effect is done, its result stands.
-                Some(r) if !READ_ONLY.contains(&name) => {
+                Some(r) if !RUN_AGAIN.contains(&name) => {
                     if r.ok {
                         ToolOutput::ok(r.output)
                     } else {

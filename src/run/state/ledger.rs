@@ -146,6 +146,15 @@ pub fn read_keeping(path: &Path, task_responses: bool) -> Result<ReadBack, Strin
             Ok(Parsed::Skipped) => {}
             Ok(Parsed::Entry(e)) if whole => back.entries.push(e),
             Ok(Parsed::Entry(_)) => {}
+            // A whole first line that is no header: the file is not a ledger deerflow
+            // wrote (a torn header has no newline), and starting over would destroy it.
+            Err(why) if number == 1 && whole => {
+                return Err(format!(
+                    "{} is not a deerflow ledger: its first line is no ledger header ({why}); \
+                     give another directory, or remove the file",
+                    path.display()
+                ));
+            }
             Err(why) => {
                 pending = Some((number, why));
                 continue;
@@ -463,6 +472,15 @@ mod tests {
         f.write_all(b"{\"kind\":\"item\"}\n").unwrap();
         let e = read(&path).err().unwrap();
         assert!(e.contains("line 3 is corrupt"), "{e}");
+    }
+
+    #[test]
+    fn a_file_whose_whole_first_line_is_no_header_is_not_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        std::fs::write(&path, b"{\"foo\": 1}\n").unwrap();
+        let e = read(&path).err().unwrap();
+        assert!(e.contains("is not a deerflow ledger"), "{e}");
     }
 
     #[test]

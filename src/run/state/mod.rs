@@ -88,6 +88,11 @@ impl StateDir {
     /// sub-agents' recorded responses (`--record` writes those of the tasks resumed).
     pub fn open(dir: &Path, purpose: &Purpose, keep_responses: bool) -> Result<Self, String> {
         let shown = dir.display();
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "--state {shown} is not a directory; give a directory"
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| format!("--state {shown}: {e}"))?;
         let lock = DirLock::take(dir).map_err(|e| format!("--state {shown} {e}"))?;
         let path = dir.join("ledger.jsonl");
@@ -332,6 +337,16 @@ mod tests {
                 result: format!("{id} said so"),
             }),
         })
+    }
+
+    #[test]
+    fn a_file_where_the_directory_should_be_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = StateDir::open(&file, &purpose(), false).err().unwrap();
+        assert!(e.ends_with("is not a directory; give a directory"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
     }
 
     /// A completed task is taken from its own line (with what its event reported) or,
