@@ -5,7 +5,10 @@
 # does, and the benchmark profile, each with a link map (names for the stripped binary's
 # addresses), traces representative runs with valgrind's callgrind and writes the list. Run
 # it after a change to Cargo.lock, a manifest or the compiler (tests/suite/hot_code.rs fails
-# until then), and after adding code a short run executes. Needs valgrind, readelf and python3. Usage: benches/hot-code.sh
+# until then), and after adding code a short run executes. Needs valgrind, readelf and python3.
+# Usage: benches/hot-code.sh            regenerate the list
+#        benches/hot-code.sh --check    how much RSS a 2-turn run of today's release build
+#                                       loses to functions the list misses (exit 1 over 256 KiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
@@ -29,6 +32,14 @@ trace() { # BIN NAME ARGS…: one callgrind trace of BIN run with ARGS
   valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \
     --callgrind-out-file="$TMP/$name" "$bin" "$@" >/dev/null 2>&1 </dev/null || true
 }
+
+if [ "${1:-}" = --check ]; then
+  DEERFLOW_LINK_MAP="$TMP/check.map" cargo build --release --locked --quiet
+  cp "$TARGET_DIR/release/deerflow" "$TMP/deerflow-check"
+  trace "$TMP/deerflow-check" check run --json -m "replay:$TMP/two_turns.json" -C "$TMP" go
+  python3 benches/hot_code.py coverage "$TMP/check.map" "$TMP/deerflow-check" link/hot-code.txt "$TMP/check"
+  exit
+fi
 
 for profile in release benchmark; do
   # DEERFLOW_NO_HOT_CODE: the names are the same either way, and a stale list must not shape
