@@ -310,8 +310,15 @@ impl<'de> de::Deserializer<'de> for Tree<'_> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, TreeError> {
-        let Value::Mapping(map) = self.node else {
-            return self.any(visitor);
+        let map = match self.node {
+            Value::Mapping(map) => map,
+            // serde's derived structs also take their fields as a list, by position: a
+            // section written as a list would be read, not refused as the wrong type (§2).
+            Value::Sequence(_) => {
+                let e = de::Error::invalid_type(de::Unexpected::Seq, &visitor);
+                return self.stamp(Err(e));
+            }
+            _ => return self.any(visitor),
         };
         self.walk
             .fields
@@ -486,6 +493,24 @@ mod tests {
             ["skills.path", "subagents.custom_agents.r.description"]
         );
         assert!(d.unset.iter().all(|(_, m)| m == WHOLE_REFERENCE));
+    }
+
+    #[test]
+    fn a_section_or_entry_written_as_a_list_is_the_wrong_type() {
+        let d = decode(
+            "subagents: [true, 5]\nmodels: [[a, openai]]\nloop_detection: []\n",
+            &Env::empty(),
+        );
+        let errors: Vec<String> = d.errors.iter().map(|(p, m)| format!("{p}: {m}")).collect();
+        assert_eq!(
+            errors,
+            [
+                "subagents: expected a mapping, found a list",
+                "models[0]: expected a mapping, found a list",
+                "loop_detection: expected a mapping, found a list",
+            ]
+        );
+        assert_eq!(d.value.subagents.max_concurrent, 3);
     }
 
     #[test]
