@@ -255,6 +255,9 @@ fn syntax_errors_carry_a_line() {
     assert!(e.contains("invalid YAML"), "{e}");
     assert!(e.contains("line"), "{e}");
     assert!(!e.contains('\n'));
+    // A tab where indentation is expected: the scanner's own text names no place.
+    let e = err_text(load_text("models: []\n\t- bad\n", &[], &Env::empty()));
+    assert!(e.contains("at line 2 column"), "{e}");
 }
 
 #[test]
