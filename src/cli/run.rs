@@ -550,13 +550,25 @@ fn sandbox_limits(
         child_env: Arc::new(child_env(loaded)),
         sandbox,
         bash_command_timeout_secs: s.bash_command_timeout,
-        bash_output_max_chars: s.bash_output_max_chars,
-        read_file_output_max_chars: s.read_file_output_max_chars,
-        ls_output_max_chars: s.ls_output_max_chars,
+        bash_output_max_chars: output_limit(s.bash_output_max_chars),
+        read_file_output_max_chars: output_limit(s.read_file_output_max_chars),
+        ls_output_max_chars: output_limit(s.ls_output_max_chars),
         glob_max_results: None,
         grep_max_results: None,
         task_mark: None,
         task_id: None,
+    }
+}
+
+/// A `sandbox.*_output_max_chars` as tools apply it. DeerFlow's config reads 0 as "do not
+/// truncate"; it stays finite here so that a runaway command's capture and a huge file's
+/// read stay bounded (4 Mi characters is far beyond any model's context).
+fn output_limit(chars: usize) -> usize {
+    const UNTRUNCATED: usize = 4 << 20;
+    if chars == 0 {
+        UNTRUNCATED
+    } else {
+        chars
     }
 }
 

@@ -240,6 +240,13 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
             if matches!(code, 0 | 3..=8) {
                 code = crate::outcome::EXIT_FAILED;
             }
+            // A signal that ended the wait for a FIFO's reader decides the exit (§4's
+            // first rows); its handler thread may set the cause a moment after the flag.
+            if crate::events::stop_signalled_at().is_some() {
+                code = signalled_code(&control, status, &tasks)
+                    .await
+                    .unwrap_or(code);
+            }
         }
     }
     if stdout_closed.load(Ordering::SeqCst) {
@@ -257,6 +264,21 @@ pub async fn execute(mut spec: RunSpec, run_id: String) -> i32 {
         crate::workspace::process::kill_orphans();
     }
     code
+}
+
+/// The exit code of the signal whose raw flag is up, once its handler has named it.
+async fn signalled_code(
+    control: &RunControl,
+    status: RunStatus,
+    tasks: &crate::events::TaskCounts,
+) -> Option<i32> {
+    for _ in 0..50 {
+        if let Some(c) = control.cause() {
+            return Some(exit_code(status, Some(c), tasks));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
 }
 
 /// Until when the writer may drain. A run that ends normally waits for its reader however

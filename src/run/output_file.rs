@@ -185,7 +185,53 @@ pub fn open_through(p: &Path) -> std::io::Result<File> {
             // SAFETY: `dup` is a fresh descriptor that nothing else owns.
             Ok(unsafe { File::from_raw_fd(dup) })
         }
+        _ if is_fifo(p) => open_fifo(p),
         _ => OpenOptions::new().append(true).open(p),
+    }
+}
+
+fn is_fifo(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// Opens a FIFO for writing, waiting for its reader as a plain open would, except that a
+/// stop signal ends the wait: the run is over by then, and §8 wants the process gone
+/// within 2 s, not parked in `open` until someone reads.
+fn open_fifo(p: &Path) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    loop {
+        let opened = OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p);
+        match opened {
+            Ok(f) => {
+                // The answer is written with ordinary blocking writes once a reader is there.
+                // SAFETY: fcntl on a descriptor `f` owns; only its status flags change.
+                let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+                if flags < 0
+                    || unsafe {
+                        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK)
+                    } < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                return Ok(f);
+            }
+            // ENXIO: no reader yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if crate::events::stop_signalled_at().is_some() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        "no reader opened the FIFO before the stop signal",
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

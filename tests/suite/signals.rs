@@ -547,3 +547,43 @@ async fn a_second_sigint_exits_while_the_lead_fills_the_event_queue() {
     let args = ["-m", &m, "--set", "loop_detection.enabled=false"];
     two_sigints_with_a_stalled_reader(ws.path(), &args).await;
 }
+
+/// `-o` to a FIFO is written after the stream, and waits for its reader; a SIGTERM then
+/// must still end the process within 2 s (§8), not leave it parked in `open`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_while_waiting_for_an_output_fifo_reader_exits_143() {
+    let ws = workspace();
+    let c = cassette(
+        ws.path(),
+        json!({"version": 1, "lead": [{"text": "the answer"}]}),
+    );
+    let fifo = ws.path().join("answer.fifo");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path, which outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let m = format!("replay:{}", c.display());
+    let live = spawn(
+        ws.path(),
+        &[
+            "run",
+            "--json",
+            "-m",
+            &m,
+            "-o",
+            fifo.to_str().unwrap(),
+            "go",
+        ],
+    );
+    live.wait_for("run_completed", |ev| count(ev, "run_completed") == 1)
+        .await;
+    // The process now waits for someone to open the FIFO for reading.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = live.signal(libc::SIGTERM);
+    let (out, exited) = live.finish().await;
+    assert!(
+        exited - sent < Duration::from_secs(2),
+        "{:?}",
+        exited - sent
+    );
+    assert_eq!(out.code, 143, "{}", out.stderr);
+}

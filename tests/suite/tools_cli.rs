@@ -358,6 +358,42 @@ async fn bash_output_format() {
     .await;
 }
 
+/// DeerFlow's config.example.yaml: "Set to 0 to disable truncation" of these three limits.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zero_output_limit_disables_truncation_as_in_deerflow() {
+    let ws = workspace();
+    let r = ws.path();
+    put(r, "hello.txt", "hi\n");
+    run_table(
+        r,
+        &[
+            "--allow-bash",
+            "--set",
+            "sandbox.bash_output_max_chars=0",
+            "--set",
+            "sandbox.read_file_output_max_chars=0",
+            "--set",
+            "sandbox.ls_output_max_chars=0",
+        ],
+        &[
+            (
+                "bash",
+                json!({"command": "cat hello.txt"}),
+                "ok",
+                "hi\n".into(),
+            ),
+            (
+                "read_file",
+                json!({"path": "hello.txt"}),
+                "ok",
+                "hi\n".into(),
+            ),
+            ("ls", json!({}), "ok", "hello.txt".into()),
+        ],
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bash_timeout_kills_the_whole_group() {
     let ws = workspace();

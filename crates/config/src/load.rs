@@ -360,13 +360,20 @@ fn parse_root(text: Option<&str>, source: Option<&Path>) -> Result<Value, Config
     let (Some(text), Some(path)) = (text, source) else {
         return Ok(Value::Mapping(Mapping::new()));
     };
-    let syntax = |e: serde_yaml_ng::Error| ConfigError::Syntax {
-        path: path.to_path_buf(),
-        message: e
+    let syntax = |e: serde_yaml_ng::Error| {
+        let mut message = e
             .to_string()
             .split_whitespace()
             .collect::<Vec<_>>()
-            .join(" "),
+            .join(" ");
+        // Some scanner errors leave the place out of their text; the user needs the line.
+        if let Some(at) = e.location().filter(|_| !message.contains(" line ")) {
+            message.push_str(&format!(" at line {} column {}", at.line(), at.column()));
+        }
+        ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message,
+        }
     };
     if let Some(line) = too_deep(text) {
         return Err(ConfigError::Syntax {

@@ -173,6 +173,34 @@ fn vars_in_used_sections_are_expanded() {
 }
 
 #[test]
+fn half_written_references_are_errors_wherever_they_are_read() {
+    let env = Env::from_pairs([("HOME", "/h")]);
+    for (yaml, key) in [
+        ("skills: {path: \"${HOME}/skills\"}\n", "skills.path"),
+        (
+            "models: [{name: a, use: \"${USE}\", model: m}]\n",
+            "models[0].use",
+        ),
+        (
+            "models: [{name: \"$N-1\", use: openai, model: m}]\n",
+            "models[0].name",
+        ),
+        (
+            "subagents: {custom_agents: {r: {description: \"$\", system_prompt: s}}}\n",
+            "subagents.custom_agents.r.description",
+        ),
+    ] {
+        let e = err_text(load_text(yaml, &[], &env));
+        assert!(
+            e.contains(&format!("{key}: a value starting with $ must be")),
+            "{e}"
+        );
+    }
+    let e = err_text(load_text("models: []\n", &["sandbox.use=${SB}"], &env));
+    assert!(e.contains("sandbox.use: a value starting with $"), "{e}");
+}
+
+#[test]
 fn wrong_type_names_key_path_and_line() {
     let text = "# models\nmodels:\n  - name: a\n    use: openai\n    model: m\n    timeout: abc\n";
     let dir = tempfile::tempdir().unwrap();
@@ -227,6 +255,9 @@ fn syntax_errors_carry_a_line() {
     assert!(e.contains("invalid YAML"), "{e}");
     assert!(e.contains("line"), "{e}");
     assert!(!e.contains('\n'));
+    // A tab where indentation is expected: the scanner's own text names no place.
+    let e = err_text(load_text("models: []\n\t- bad\n", &[], &Env::empty()));
+    assert!(e.contains("at line 2 column"), "{e}");
 }
 
 #[test]

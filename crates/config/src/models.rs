@@ -166,8 +166,15 @@ fn spec_http(
         .get(endpoint.url_var)
         .unwrap_or_else(|| endpoint.default_url.to_string());
     check_base_url(&base, &format!("${}", endpoint.url_var))?;
-    let key = env_key(endpoint, env);
-    check_key(key.as_deref(), "the API key from the environment")?;
+    let found = endpoint
+        .key_vars
+        .iter()
+        .find_map(|var| env.get(var).map(|k| (*var, k)));
+    if let Some((var, k)) = &found {
+        // The user has to know which variable to fix (§2: the line names the cause).
+        check_key(Some(k), &format!("${var}"))?;
+    }
+    let key = found.map(|(_, k)| k);
     if key.is_none() && providers.needs_key(&base) {
         return Err(ConfigError::MissingSecret(format!(
             "model '{spec}' needs an API key: set {} (or add a models: entry with api_key)",

@@ -97,6 +97,22 @@ fn provider_specs_read_the_environment() {
 }
 
 #[test]
+fn a_key_variable_with_control_characters_is_named() {
+    let env = Env::from_pairs([("ANTHROPIC_API_KEY", "ak\nx")]);
+    let e = err(resolve_model_with(
+        &no_config(),
+        "anthropic:c",
+        Path::new("/"),
+        &env,
+    ));
+    assert!(
+        e.to_string()
+            .contains("$ANTHROPIC_API_KEY contains control characters"),
+        "{e}"
+    );
+}
+
+#[test]
 fn configured_entries() {
     let text = "models:\n\
       - {name: gpt, use: langchain_openai:ChatOpenAI, model: gpt-4o, api_key: $DF_T_KEY, request_timeout: 30.5, max_retries: 1, max_tokens: 100, temperature: 0.2, price: {input_per_mtok: 1, output_per_mtok: 2}}\n\

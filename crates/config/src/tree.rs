@@ -18,7 +18,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, V
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use super::env::{typed_scalar, unset_message, var_name, Env};
+use super::env::{half_written, typed_scalar, unset_message, var_name, Env, WHOLE_REFERENCE};
 use super::keypath::{KeyPath, Problem};
 
 /// The newtype name a [`keep_vars`] field asks for.
@@ -188,7 +188,15 @@ impl Tree<'_> {
     /// The node's value, its `$NAME` expanded when this part of the tree is.
     fn any<'de, V: Visitor<'de>>(&self, visitor: V) -> Result<V::Value, TreeError> {
         let name = match (self.expand, self.walk.env, self.node) {
-            (true, Some(env), Value::String(s)) => var_name(s).map(|n| (n, env)),
+            (true, Some(env), Value::String(s)) => {
+                // Used as written it would be a literal `${HOME}/x` path or prompt; §12
+                // makes it a configuration error naming the key instead.
+                if half_written(s) {
+                    let problem = (self.path.clone(), WHOLE_REFERENCE.to_string());
+                    self.walk.unset.borrow_mut().push(problem);
+                }
+                var_name(s).map(|n| (n, env))
+            }
             _ => None,
         };
         let r = match name {
@@ -302,8 +310,15 @@ impl<'de> de::Deserializer<'de> for Tree<'_> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, TreeError> {
-        let Value::Mapping(map) = self.node else {
-            return self.any(visitor);
+        let map = match self.node {
+            Value::Mapping(map) => map,
+            // serde's derived structs also take their fields as a list, by position: a
+            // section written as a list would be read, not refused as the wrong type (§2).
+            Value::Sequence(_) => {
+                let e = de::Error::invalid_type(de::Unexpected::Seq, &visitor);
+                return self.stamp(Err(e));
+            }
+            _ => return self.any(visitor),
         };
         self.walk
             .fields
@@ -462,6 +477,40 @@ mod tests {
         // A number's place keeps the text, which is no number.
         assert_eq!(d.errors.len(), 1, "{:?}", d.errors);
         assert_eq!(d.errors[0].0.to_string(), "subagents.timeout_seconds");
+    }
+
+    #[test]
+    fn a_half_written_reference_where_a_field_reads_it_is_a_problem_naming_the_key() {
+        let d = decode(
+            "skills: {path: \"${HOME}/skills\"}\n\
+             subagents: {custom_agents: {r: {description: \"$D-x\", system_prompt: s}}}\n\
+             models: [{name: a, extra: \"${X}\"}]\nmemory: {k: \"${Y}\"}\n",
+            &Env::from_pairs([("HOME", "/h")]),
+        );
+        let problems: Vec<String> = d.unset.iter().map(|(p, _)| p.to_string()).collect();
+        assert_eq!(
+            problems,
+            ["skills.path", "subagents.custom_agents.r.description"]
+        );
+        assert!(d.unset.iter().all(|(_, m)| m == WHOLE_REFERENCE));
+    }
+
+    #[test]
+    fn a_section_or_entry_written_as_a_list_is_the_wrong_type() {
+        let d = decode(
+            "subagents: [true, 5]\nmodels: [[a, openai]]\nloop_detection: []\n",
+            &Env::empty(),
+        );
+        let errors: Vec<String> = d.errors.iter().map(|(p, m)| format!("{p}: {m}")).collect();
+        assert_eq!(
+            errors,
+            [
+                "subagents: expected a mapping, found a list",
+                "models[0]: expected a mapping, found a list",
+                "loop_detection: expected a mapping, found a list",
+            ]
+        );
+        assert_eq!(d.value.subagents.max_concurrent, 3);
     }
 
     #[test]

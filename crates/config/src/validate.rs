@@ -124,6 +124,12 @@ fn validate_models(cfg: &Config, problems: &mut Vec<Problem>, warnings: &mut Vec
                 m.name
             ));
         }
+        // A models entry keeps its `$VAR`s for later, so the walk's §12 check misses these.
+        for (key, v) in [("name", &m.name), ("use", &m.use_)] {
+            if super::env::half_written(v) {
+                problems.push((at.key(key), super::env::WHOLE_REFERENCE.to_string()));
+            }
+        }
         seconds(m.timeout, &at.key("timeout"), problems);
         seconds(
             m.stream_idle_timeout,

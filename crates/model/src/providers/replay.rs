@@ -163,17 +163,39 @@ impl<'de> Deserialize<'de> for ScriptedArgs {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScriptedUsage {
-    /// Absent: the provider did not report it (`null` in the `usage` event).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Absent: the provider did not report it (`null` in the `usage` event). A cassette
+    /// stands in for a provider, so a count that is not a non-negative integer is
+    /// unreported for that field, as from a provider (§12), not a broken cassette.
+    #[serde(
+        default,
+        deserialize_with = "crate::count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_read_tokens: Option<u64>,
     /// Prompt-cache writes (Anthropic), so a replay prices a recorded run the same.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_write_tokens: Option<u64>,
 }
 
@@ -618,6 +640,26 @@ mod tests {
             "default_task": [{"text": "done", "delay_ms": 1}],
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn usage_counts_that_are_not_whole_non_negative_numbers_are_unreported() {
+        let c: Cassette = serde_json::from_value(json!({
+            "version": 1,
+            "lead": [ {"text": "a", "usage": {"input_tokens": -5, "output_tokens": 7,
+                                             "total_tokens": "x", "cache_read_tokens": 1.5}} ],
+        }))
+        .unwrap();
+        let m = ReplayModel::new(c, "c.json");
+        let ctx = CallContext::new(CancellationToken::new());
+        let u = m
+            .complete(&req(AgentId::Lead, 0), &ctx)
+            .await
+            .unwrap()
+            .usage
+            .unwrap();
+        assert_eq!((u.input(), u.output(), u.total_tokens), (None, Some(7), 7));
+        assert_eq!(u.cache_read_tokens, None);
     }
 
     #[tokio::test]
