@@ -40,10 +40,10 @@ fn main() {
 /// A run executes about 1 MiB of the binary's 18 MiB of code, but spread over the whole of
 /// it, and the kernel maps the 64 KiB around every page a process touches: a 2-turn run's
 /// code alone was 8.8 MiB of RSS. `link/hot-code.txt` lists those functions, as measured by
-/// `benches/hot-code.sh`, for the linker's `--symbol-ordering-file` (lld, the linker rustc
-/// uses on this target, and mold; GNU ld has no such option, so a link that refuses it is
-/// left as it was). Its names carry the hashes of this `Cargo.lock`, these manifests and the
-/// compiler named in its header: another compiler would match none of them, so it is not
+/// `benches/hot-code.sh`, for the linker's `--symbol-ordering-file` and a small linker script
+/// (lld, the linker rustc uses on this target; a link that refuses them, GNU ld's or mold's,
+/// is left as it was). Its names carry the hashes of this `Cargo.lock`, these manifests and
+/// the compiler named in its header: another compiler would match none of them, so it is not
 /// passed then. A stale list costs RSS, never correctness: a name the binary lacks is
 /// skipped.
 fn hot_code_first() {
@@ -64,24 +64,48 @@ fn hot_code_first() {
     let Some(out_dir) = env::var_os("OUT_DIR").map(PathBuf::from) else {
         return;
     };
-    let symbols: String = text
+    let names = text
         .lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .flat_map(|line| [line, "\n"])
-        .collect();
-    let order = out_dir.join("hot-code.txt");
-    if fs::write(&order, symbols).is_err() {
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#') && !line.is_empty());
+    let (order, script) = (out_dir.join("hot-code.txt"), out_dir.join("hot-code.ld"));
+    let (symbols, sections) = ordering(names);
+    if fs::write(&order, symbols).is_err() || fs::write(&script, sections).is_err() {
         return;
     }
     let args = [
         format!("-Wl,--symbol-ordering-file={}", order.display()),
         "-Wl,--no-warn-symbol-ordering".to_string(),
+        format!("-Wl,-T,{}", script.display()),
     ];
     if linker_accepts(&rustc, &out_dir, &args) {
         for arg in args {
             println!("cargo:rustc-link-arg-bins={arg}");
         }
     }
+}
+
+/// The symbol-ordering file, and a linker script for the names ThinLTO gave a
+/// `.llvm.<hash>` suffix: that hash is of the codegen unit's contents, so any edit there
+/// renames them, while the name before it (with its own hash of the instance) stays. The
+/// script places those functions, whatever their suffix, in an output section just before
+/// `.text`, at whose start the ordering file puts the others.
+fn ordering<'a>(names: impl Iterator<Item = &'a str>) -> (String, String) {
+    let (mut symbols, mut patterns) = (String::new(), String::new());
+    for name in names {
+        match name.split_once(".llvm.") {
+            Some((base, _)) if !base.contains(['*', '?', '[', ']', '\\']) => {
+                // LLVM puts a function it deems cold in `.text.unlikely.<name>`.
+                patterns.push_str(&format!(
+                    "    *(.text.{base}.llvm.* .text.unlikely.{base}.llvm.*)\n"
+                ));
+            }
+            _ => symbols.push_str(&format!("{name}\n")),
+        }
+    }
+    let script =
+        format!("SECTIONS {{\n  .text.hot : {{\n{patterns}  }}\n}}\nINSERT BEFORE .text;\n");
+    (symbols, script)
 }
 
 /// The value of a `# key: value` header line.
