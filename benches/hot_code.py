@@ -115,10 +115,12 @@ HEADER = """\
 
 def coverage(map_path, binary, list_path, trace):
     funcs = functions(map_path)
-    listed = {line.strip() for line in open(list_path) if not line.startswith("#")}
+    # build.rs matches a ThinLTO-suffixed name without its `.llvm.<hash>`, so does this.
+    unsuffixed = lambda name: name.split(".llvm.")[0]
+    listed = {unsuffixed(line.strip()) for line in open(list_path) if not line.startswith("#")}
     hit = hit_functions(funcs, realpath(binary), trace)
     size = lambda js: sum(funcs[j][1] - funcs[j][0] for j in js)
-    named = [j for j in hit if funcs[j][2] in listed]
+    named = [j for j in hit if unsuffixed(funcs[j][2]) in listed]
     missing = set(hit) - set(named)
     # What the unlisted ones cost: the kernel maps the 64 KiB around each page touched, so
     # every window they lie in outside the listed ones' is RSS the list would have saved.
