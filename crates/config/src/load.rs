@@ -7,7 +7,7 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::decode::decode;
 use super::deerflow::provider_of;
-use super::env::Env;
+use super::env::{var_name, Env};
 use super::error::ConfigError;
 use super::keypath::Problem;
 use super::locate::line_of;
@@ -109,6 +109,14 @@ pub fn load_with(opts: &LoadOptions, env: &Env) -> Result<LoadedConfig, ConfigEr
     let mut problems = Vec::new();
     let (mut config, mut ignored) = decode(&root, env, &mut problems);
     for m in &mut config.models {
+        // `use: $PROVIDER` is read from the environment as DeerFlow reads it; unset, it
+        // stays as written and the model fails when used (`models::resolve_entry`), rather
+        // than being taken for a class name and served as OpenAI-compatible.
+        match var_name(&m.use_).map(|var| env.get(var)) {
+            Some(Some(value)) => m.use_ = value,
+            Some(None) => continue,
+            None => {}
+        }
         m.provider = provider_of(&m.use_, &opts.providers);
     }
     let mut warnings = Vec::new();

@@ -918,3 +918,24 @@ fn duration_keys(v: &serde_yaml_ng::Value, at: &mut Vec<String>, out: &mut Vec<(
         at.pop();
     }
 }
+
+#[test]
+fn a_models_use_from_the_environment_picks_the_provider_or_fails_when_used() {
+    let text = "models:\n  - {name: a, use: $PROV, model: claude-x, api_key: k}\n";
+    let anthropic = Env::from_pairs([("PROV", "langchain_anthropic:ChatAnthropic")]);
+    let loaded = load_text(text, &[], &anthropic).unwrap();
+    let m = &loaded.config.models[0];
+    assert_eq!(m.provider.map(|p| p.name), Some("anthropic"));
+    assert_eq!(m.use_, "langchain_anthropic:ChatAnthropic");
+
+    // Unset: loading is fine (only a model in use needs it), resolving names the variable.
+    let unset = Env::empty();
+    let loaded = load_text(text, &[], &unset).unwrap();
+    let e = crate::resolve_model_with(&loaded, "a", Path::new("."), &unset)
+        .expect_err("an unset use variable fails the model")
+        .to_string();
+    assert!(
+        e.contains("models[0].use ('a'): environment variable PROV is not set"),
+        "{e}"
+    );
+}

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::deerflow::{class_endpoint, is_ollama, unsupported};
-use super::env::{unset_message, Env, WHOLE_REFERENCE};
+use super::env::{unset_message, var_name, Env, WHOLE_REFERENCE};
 use super::error::ConfigError;
 use super::expandable::{Expandable, Unexpanded};
 use super::load::LoadedConfig;
@@ -208,6 +208,14 @@ pub(super) fn resolve_entry(
     let m = &loaded.config.models[i];
     let at = format!("models[{i}]");
     let providers = &loaded.providers;
+    if let Some(var) = var_name(&m.use_) {
+        // load.rs replaced a set one with its value.
+        return Err(ConfigError::MissingSecret(format!(
+            "{at}.use ('{}'): {}",
+            m.name,
+            unset_message(var)
+        )));
+    }
     let Some(row) = m.provider else {
         return Err(ConfigError::Model(format!(
             "{at} ('{}'): {}",
