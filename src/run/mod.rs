@@ -361,7 +361,7 @@ fn run_started(spec: &RunSpec) -> Event {
         model: spec.model.info.clone(),
         max_concurrent: spec.max_concurrent,
         max_tasks: started_task_limit(spec),
-        max_turns: spec.max_turns,
+        max_turns: started_turn_limit(spec),
         timeout_seconds: spec.timeout_seconds,
         workspace: spec.workspace.root().display().to_string(),
         subagents_enabled: spec.subagents.is_some(),
@@ -377,6 +377,16 @@ fn started_task_limit(spec: &RunSpec) -> u32 {
         Some(_) => u32::try_from(each::items::MAX_ITEMS).unwrap_or(u32::MAX),
         None => spec.max_tasks,
     }
+}
+
+/// `--max-turns` is the lead's and does not apply to `--each` (§15): every item runs as
+/// the `--agent` type, whose turn limit is what `run_started.max_turns` reports.
+fn started_turn_limit(spec: &RunSpec) -> u32 {
+    let item_type = spec
+        .each
+        .as_ref()
+        .and_then(|each| spec.subagents.as_ref()?.find(&each.agent));
+    item_type.map_or(spec.max_turns, |t| t.max_turns)
 }
 
 /// An `--each` run has no task limit (§15), and each item answers to the output schema.

@@ -498,7 +498,7 @@ async fn shards_cover_the_file_once() {
 /// `--max-tasks` does not apply to `--each` (§15): more items than it names all run, and
 /// `run_started.max_tasks` reports the bound that does apply, the item limit.
 #[tokio::test(flavor = "multi_thread")]
-async fn max_tasks_does_not_bound_items_and_run_started_reports_the_item_limit() {
+async fn max_tasks_and_max_turns_do_not_apply_and_run_started_reports_the_items_limits() {
     let ws = workspace();
     let c = done_cassette(ws.path());
     std::fs::write(ws.path().join("items.txt"), "a\nb\nc\n").unwrap();
@@ -511,6 +511,8 @@ async fn max_tasks_does_not_bound_items_and_run_started_reports_the_item_limit()
         "items.txt",
         "--max-tasks",
         "1",
+        "--max-turns",
+        "7",
         "{{item}}",
     ])
     .cwd(ws.path())
@@ -518,6 +520,10 @@ async fn max_tasks_does_not_bound_items_and_run_started_reports_the_item_limit()
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.first("run_started")["max_tasks"], 1_000_000);
+    // Neither does --max-turns: the items' type's own limit is reported, as each item's
+    // task_started says.
+    assert_eq!(out.first("run_started")["max_turns"], 150);
+    assert_eq!(out.first("task_started")["max_turns"], 150);
     assert_eq!(out.completed()["tasks"]["completed"], 3);
 }
 
